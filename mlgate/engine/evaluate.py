@@ -1,0 +1,130 @@
+"""The one entry point: `evaluate(obj, policies, facts=...) -> Decision`.
+
+As admission does, mutations run first (fixed order, re-applied until nothing changes),
+then every check runs on the mutated object. The patch is the RFC 6902 diff between the
+object as given and as mutated.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any, Literal
+
+import jsonpatch
+
+from mlgate.engine.match import applies
+from mlgate.engine.policyset import Binding, Policy, PolicySet
+from mlgate.model.facts import NO_FACTS, ClusterFacts
+from mlgate.model.results import Action, Decision, Finding, Outcome, RuleResult, Skipped, Unevaluable
+from mlgate.rules.registry import Context
+from mlgate.workloads.extract import extract
+
+MAX_MUTATION_ROUNDS = 5
+log = logging.getLogger("mlgate.engine")
+
+
+def evaluate(
+    obj: dict[str, Any],
+    policies: PolicySet,
+    *,
+    facts: ClusterFacts = NO_FACTS,
+    operation: Literal["CREATE", "UPDATE"] = "CREATE",
+    old_obj: dict[str, Any] | None = None,
+    mutate: bool = True,
+) -> Decision:
+    workload = extract(obj, old_obj)
+    if workload is None:
+        return Decision(allowed=True, note=f"not an ML workload: {_kind(obj)}")
+    context = Context(facts=facts, operation=operation)
+    selected = [p for p in policies.policies if applies(p, workload, facts)]
+    results: list[RuleResult] = []
+    mutated = obj
+    if mutate:
+        mutated, mutation_results = _mutate(obj, selected, context, old_obj)
+        results.extend(mutation_results)
+    target = extract(mutated, old_obj) if mutated is not obj else workload
+    assert target is not None  # mutations never change the kind
+    for policy in selected:
+        for binding in policy.bindings:
+            if binding.rule.check is not None:
+                results.append(_run_check(policy, binding, target, context))
+    patch = jsonpatch.make_patch(obj, mutated).patch if mutated is not obj else []
+    decision = Decision(allowed=True, results=results, patch=patch, mutated=mutated)
+    decision.allowed = not decision.violations
+    return decision
+
+
+def _mutate(
+    obj: dict[str, Any], policies: list[Policy], context: Context, old_obj: dict[str, Any] | None
+) -> tuple[dict[str, Any], list[RuleResult]]:
+    steps = sorted(
+        ((b.rule.order, p.key, i, p, b) for p in policies for i, b in enumerate(p.bindings) if b.rule.mutate),
+        key=lambda s: s[:3],
+    )
+    if not steps:
+        return obj, []
+    current = copy.deepcopy(obj)
+    changed: set[tuple[str, str]] = set()
+    errors: dict[tuple[str, str], str] = {}
+    for _ in range(MAX_MUTATION_ROUNDS):
+        before = copy.deepcopy(current)
+        for *_, policy, binding in steps:
+            key = (policy.key, binding.rule.id)
+            if key in errors:
+                continue
+            snapshot = copy.deepcopy(current)
+            try:
+                workload = extract(current, old_obj)
+                assert workload is not None
+                binding.rule.mutate(workload, binding.params, context)  # type: ignore[misc]
+            except Exception as exc:  # a rule bug must not take the request down
+                log.exception("mutation %s/%s failed", policy.key, binding.rule.id)
+                errors[key] = f"{type(exc).__name__}: {exc}"
+                current = snapshot
+                continue
+            if current != snapshot:
+                changed.add(key)
+        if current == before:
+            break
+    else:
+        for *_, policy, binding in steps:
+            errors.setdefault((policy.key, binding.rule.id), "mutations did not settle")
+    results = []
+    for *_, policy, binding in steps:
+        key = (policy.key, binding.rule.id)
+        if key in errors:
+            outcome, note = Outcome.ERROR, errors[key]
+        elif key in changed:
+            outcome, note = Outcome.PASS, "mutated"
+        else:
+            outcome, note = Outcome.SKIP, "nothing to change"
+        results.append(
+            RuleResult(policy.key, binding.rule.id, binding.action, outcome, note=note,
+                       failure_policy=policy.failure_policy)
+        )
+    return current, results
+
+
+def _run_check(policy: Policy, binding: Binding, workload: Any, context: Context) -> RuleResult:
+    def result(outcome: Outcome, findings: tuple[Finding, ...] = (), note: str = "") -> RuleResult:
+        return RuleResult(policy.key, binding.rule.id, binding.action, outcome, findings, note,
+                          policy.failure_policy)
+
+    try:
+        verdict = binding.rule.check(workload, binding.params, context)  # type: ignore[misc]
+        if isinstance(verdict, Skipped):
+            return result(Outcome.SKIP, note=verdict.reason)
+        if isinstance(verdict, Unevaluable):
+            return result(Outcome.ERROR, note=verdict.reason)
+        findings = tuple(sorted(verdict, key=lambda f: (f.path, f.reason, f.detail)))
+    except Exception as exc:  # a rule bug becomes an `error` outcome, never a crash
+        log.exception("check %s/%s failed", policy.key, binding.rule.id)
+        return result(Outcome.ERROR, note=f"{type(exc).__name__}: {exc}")
+    if not findings:
+        return result(Outcome.PASS)
+    return result(Outcome.FAIL if binding.action is Action.DENY else Outcome.WARN, findings)
+
+
+def _kind(obj: dict[str, Any]) -> str:
+    return f"{obj.get('apiVersion') or '?'}/{obj.get('kind') or '?'}"

@@ -1,0 +1,158 @@
+"""Kubernetes manifests from files, directories and stdin, one document at a time.
+
+Streams are split on `---` lines before parsing, so one broken document never hides the
+others, and memory stays bounded by the largest document, not the largest file.
+Parsing uses libyaml (CSafeLoader) when present; JSON files go through `json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+try:
+    from yaml import CSafeLoader as SafeLoader
+except ImportError:  # pragma: no cover - libyaml is in the PyYAML wheels we pin
+    from yaml import SafeLoader  # type: ignore[assignment]
+
+MAX_DOCUMENT_BYTES = 3 * 1024 * 1024  # the API server refuses objects well below this
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+_SEPARATOR = re.compile(rb"^---(\s|$)")
+_END = re.compile(rb"^\.\.\.\s*$")
+
+
+@dataclass
+class Document:
+    source: str
+    index: int  # position in its stream, from 0
+    line: int  # line where the document starts, from 1
+    text: str = ""
+    data: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line}"
+
+
+class InputError(Exception):
+    """A path that cannot be read at all (missing, unreadable)."""
+
+
+def expand(paths: Iterable[str]) -> Iterator[str]:
+    """Files as given; directories walked recursively for manifest files, in sorted order."""
+    for raw in paths:
+        if raw == "-":
+            yield raw
+            continue
+        path = Path(raw)
+        if path.is_dir():
+            for root, dirs, files in os.walk(path):
+                dirs.sort()
+                for name in sorted(files):
+                    if name.endswith(MANIFEST_SUFFIXES):
+                        yield os.path.join(root, name)
+        elif path.exists():
+            yield raw
+        else:
+            raise InputError(f"{raw}: no such file or directory")
+
+
+def read_documents(paths: Iterable[str]) -> Iterator[Document]:
+    for source in expand(paths):
+        if source == "-":
+            yield from parse_stream(sys.stdin.buffer, "<stdin>")
+            continue
+        try:
+            with open(source, "rb") as handle:
+                yield from parse_stream(handle, source)
+        except OSError as exc:
+            raise InputError(f"{source}: {exc.strerror or exc}") from exc
+
+
+def parse_stream(handle: IO[bytes], source: str) -> Iterator[Document]:
+    for index, (line, raw, oversize) in enumerate(_chunks(handle)):
+        if oversize:
+            yield Document(source, index, line, error=(
+                f"document is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB; "
+                "the API server would refuse it"))
+            continue
+        document = parse_document(raw, source, index, line, json_only=source.endswith(".json"))
+        if document is not None:
+            yield document
+
+
+def parse_document(raw: bytes, source: str, index: int, line: int, json_only: bool = False) -> Document | None:
+    """One document; None for an empty one (only comments or whitespace)."""
+    doc = Document(source, index, line)
+    try:
+        doc.text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad_line = line + raw[: exc.start].count(b"\n")
+        doc.error = f"line {bad_line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})"
+        return doc
+    try:
+        data = json.loads(doc.text) if json_only else yaml.load(doc.text, Loader=SafeLoader)
+    except json.JSONDecodeError as exc:
+        doc.error = f"line {line + exc.lineno - 1}: invalid JSON: {exc.msg}"
+        return doc
+    except yaml.YAMLError as exc:
+        doc.error = _yaml_error(exc, line)
+        return doc
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        doc.error = f"line {line}: document is a {type(data).__name__}, not a Kubernetes object"
+    elif not data.get("kind") or not data.get("apiVersion"):
+        missing = "kind" if not data.get("kind") else "apiVersion"
+        doc.error = f"line {line}: document has no {missing}"
+    else:
+        doc.data = data
+    return doc
+
+
+def _yaml_error(exc: yaml.YAMLError, first_line: int) -> str:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    where = f"line {first_line + mark.line}, column {mark.column + 1}" if mark else f"line {first_line}"
+    detail = f"{context}, {problem}" if context else problem
+    return f"{where}: invalid YAML: {detail}"
+
+
+def _chunks(handle: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
+    """(first line, raw bytes, oversize) per document, reading line by line."""
+    buffer: list[bytes] = []
+    size = 0
+    oversize = False
+    start = 1
+    number = 0
+    for number, text in enumerate(handle, start=1):
+        if _SEPARATOR.match(text) or _END.match(text):
+            if buffer or oversize:
+                yield start, b"".join(buffer), oversize
+            buffer, size, oversize = [], 0, False
+            start = number + 1
+            rest = text[3:].strip() if text.startswith(b"---") else b""
+            if rest:  # `--- {inline: doc}` keeps its content
+                buffer.append(rest + b"\n")
+            continue
+        size += len(text)
+        if size > MAX_DOCUMENT_BYTES:
+            oversize, buffer = True, []
+        elif not oversize:
+            buffer.append(text)
+    if buffer or oversize:
+        yield start, b"".join(buffer), oversize
+
+
+def dump_yaml(documents: Iterable[dict[str, Any]], out: IO[str]) -> None:
+    yaml.safe_dump_all(list(documents), out, sort_keys=False, default_flow_style=False)

@@ -1,0 +1,46 @@
+"""YAML with line numbers: the parsed value plus a map from JSON pointer to source line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from mlgate.model import pointer
+
+try:
+    from yaml import CSafeLoader as SafeLoader
+except ImportError:  # pragma: no cover
+    from yaml import SafeLoader  # type: ignore[assignment]
+
+
+def lines_of(node: yaml.Node, base: str = "", first_line: int = 1) -> dict[str, int]:
+    """Pointer -> 1-based line for every node under `node` (keys point at their key's line)."""
+    found = {base: node.start_mark.line + first_line}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            child = pointer.join(base, str(key_node.value))
+            found.update(lines_of(value_node, child, first_line))
+            found[child] = key_node.start_mark.line + first_line
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            found.update(lines_of(item, pointer.join(base, index), first_line))
+    return found
+
+
+def compose_with_lines(text: str, first_line: int = 1) -> tuple[Any, dict[str, int]]:
+    node = yaml.compose(text, Loader=SafeLoader)
+    if node is None:
+        return None, {}
+    value = yaml.load(text, Loader=SafeLoader)
+    return value, lines_of(node, "", first_line)
+
+
+def line_for(lines: dict[str, int], ptr: str) -> int | None:
+    """The line of `ptr`, or of its nearest ancestor that exists in the source."""
+    while True:
+        if ptr in lines:
+            return lines[ptr]
+        if not ptr:
+            return None
+        ptr = ptr.rsplit("/", 1)[0]

@@ -1,0 +1,187 @@
+"""Policy files to a checked PolicySet, with errors that name file, line and field.
+
+A policy set loads as a whole or not at all: the caller keeps its last good set when
+`PolicyLoadError` is raised.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from mlgate.engine.policyset import Binding, Policy, PolicySet
+from mlgate.loading.documents import InputError, expand
+from mlgate.loading.linemap import compose_with_lines, line_for
+from mlgate.model import pointer
+from mlgate.model.policy import API_VERSION, POLICY_KINDS, PolicyDocument
+from mlgate.rules.registry import catalog
+
+DEFAULT_POLICY_DIR = Path(__file__).resolve().parents[2] / "policies"
+
+
+@dataclass(frozen=True)
+class LoadError:
+    source: str
+    line: int | None
+    field: str  # dotted path, e.g. spec.rules[0].params.perContainer
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line else self.source
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class PolicyLoadError(Exception):
+    def __init__(self, errors: list[LoadError]):
+        self.errors = errors
+        super().__init__("\n".join(str(e) for e in errors))
+
+
+def default_policy_dir() -> Path:
+    return DEFAULT_POLICY_DIR
+
+
+def load_policy_paths(paths: Iterable[str | Path]) -> PolicySet:
+    """Every policy document in the given files and directories."""
+    policies: list[Policy] = []
+    errors: list[LoadError] = []
+    try:
+        sources = list(expand(str(p) for p in paths))
+    except InputError as exc:
+        raise PolicyLoadError([LoadError(str(exc).split(":")[0], None, "", str(exc).split(": ", 1)[-1])]) from exc
+    for source in sources:
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            errors.append(LoadError(source, None, "", f"cannot read: {exc}"))
+            continue
+        loaded, problems = load_policy_text(text, source)
+        policies.extend(loaded)
+        errors.extend(problems)
+    _check_unique(policies, errors)
+    if errors:
+        raise PolicyLoadError(errors)
+    return PolicySet(tuple(policies))
+
+
+def load_policy_text(text: str, source: str) -> tuple[list[Policy], list[LoadError]]:
+    policies: list[Policy] = []
+    errors: list[LoadError] = []
+    line = 1
+    for chunk in _split(text):
+        chunk_line, body = chunk
+        line = chunk_line
+        try:
+            value, lines = compose_with_lines(body, line)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = line + mark.line if mark else line
+            errors.append(LoadError(source, at, "", f"invalid YAML: {getattr(exc, 'problem', exc)}"))
+            continue
+        if value is None:
+            continue
+        policy, problems = compile_policy(value, source, lines)
+        errors.extend(problems)
+        if policy is not None:
+            policies.append(policy)
+    return policies, errors
+
+
+def compile_policy(
+    value: Any, source: str, lines: Mapping[str, int] | None = None
+) -> tuple[Policy | None, list[LoadError]]:
+    lines = dict(lines or {})
+
+    def err(ptr: str, message: str) -> LoadError:
+        return LoadError(source, line_for(lines, ptr), _dotted(ptr), message)
+
+    if not isinstance(value, dict):
+        return None, [err("", f"a policy must be a mapping, not a {type(value).__name__}")]
+    if value.get("kind") not in POLICY_KINDS or value.get("apiVersion") != API_VERSION:
+        return None, [err("/kind", f"not a policy: expected apiVersion {API_VERSION} and kind "
+                                   f"{' or '.join(POLICY_KINDS)}, got {value.get('apiVersion')}/{value.get('kind')}")]
+    try:
+        document = PolicyDocument.model_validate(value)
+    except ValidationError as exc:
+        return None, [err(_pointer(e["loc"]), _pydantic_message(e)) for e in exc.errors()]
+    rules = catalog()
+    bindings: list[Binding] = []
+    errors: list[LoadError] = []
+    for index, binding in enumerate(document.spec.rules):
+        base = pointer.join("/spec/rules", index)
+        spec = rules.get(binding.rule)
+        if spec is None:
+            close = difflib.get_close_matches(binding.rule, list(rules), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else "; `mlgate rules` lists them"
+            errors.append(err(base + "/rule", f"unknown rule {binding.rule!r}{hint}"))
+            continue
+        try:
+            params = spec.params.model_validate(binding.params)
+        except ValidationError as exc:
+            errors.extend(
+                err(base + "/params" + _pointer(e["loc"]), _pydantic_message(e)) for e in exc.errors()
+            )
+            continue
+        bindings.append(Binding(spec, params, binding.action))
+    if errors:
+        return None, errors
+    meta = document.metadata
+    namespace = (meta.namespace or "default") if document.kind == "MLPolicy" else None
+    policy = Policy(
+        name=meta.name,
+        bindings=tuple(bindings),
+        match=document.spec.match,
+        exclude=document.spec.exclude,
+        failure_policy=document.spec.failurePolicy,
+        namespace=namespace,
+        source=source,
+    )
+    return policy, []
+
+
+def _check_unique(policies: list[Policy], errors: list[LoadError]) -> None:
+    seen: dict[str, str] = {}
+    for policy in policies:
+        if policy.key in seen:
+            errors.append(LoadError(policy.source, None, "metadata.name",
+                                    f"policy {policy.key!r} is also defined in {seen[policy.key]}"))
+        seen.setdefault(policy.key, policy.source)
+
+
+def _split(text: str) -> list[tuple[int, str]]:
+    chunks: list[tuple[int, str]] = []
+    current: list[str] = []
+    start = 1
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        if line.startswith("---") and (len(line) == 3 or line[3].isspace()):
+            chunks.append((start, "".join(current)))
+            current, start = [], number + 1
+        else:
+            current.append(line)
+    chunks.append((start, "".join(current)))
+    return chunks
+
+
+def _pointer(loc: tuple[Any, ...]) -> str:
+    return pointer.join("", *[t for t in loc if not (isinstance(t, str) and t.startswith("function-"))])
+
+
+def _dotted(ptr: str) -> str:
+    out = ""
+    for token in pointer.split(ptr):
+        out += f"[{token}]" if token.isdigit() else (f".{token}" if out else token)
+    return out
+
+
+def _pydantic_message(error: Any) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown field"
+    if error["type"] == "missing":
+        return "required field is missing"
+    return str(error["msg"]).lower()

@@ -1,0 +1,82 @@
+"""Cluster facts: what the engine may know about the cluster, behind one small protocol.
+
+The engine never talks to an API server. The CLI feeds facts from a file of Kubernetes
+objects; the webhook feeds them from a watch-backed cache. `NO_FACTS` stands for "nothing
+known", and rules that need facts then skip rather than guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+
+
+class ClusterFacts(Protocol):
+    @property
+    def known(self) -> bool: ...
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None: ...
+
+    def pvc(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+    def storage_class(self, name: str | None) -> Mapping[str, Any] | None: ...
+
+    def nodes(self) -> Sequence[Mapping[str, Any]]: ...
+
+
+@dataclass
+class StaticFacts:
+    """Facts from a fixed list of objects (Namespace, PersistentVolumeClaim, StorageClass, Node)."""
+
+    namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    pvcs: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    storage_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    node_list: list[Mapping[str, Any]] = field(default_factory=list)
+    known: bool = True
+
+    @classmethod
+    def from_objects(cls, objects: Iterable[Mapping[str, Any]]) -> StaticFacts:
+        facts = cls()
+        for obj in objects:
+            kind = obj.get("kind")
+            meta = obj.get("metadata") or {}
+            name = meta.get("name", "")
+            if kind == "Namespace":
+                facts.namespaces[name] = dict(meta.get("labels") or {})
+            elif kind == "PersistentVolumeClaim":
+                facts.pvcs[(meta.get("namespace") or "default", name)] = obj
+            elif kind == "StorageClass":
+                facts.storage_classes[name] = obj
+            elif kind == "Node":
+                facts.node_list.append(obj)
+            elif kind == "List":
+                nested = cls.from_objects(obj.get("items") or [])
+                facts.namespaces.update(nested.namespaces)
+                facts.pvcs.update(nested.pvcs)
+                facts.storage_classes.update(nested.storage_classes)
+                facts.node_list.extend(nested.node_list)
+        return facts
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        return self.namespaces.get(name)
+
+    def pvc(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.pvcs.get((namespace, name))
+
+    def storage_class(self, name: str | None) -> Mapping[str, Any] | None:
+        if name:
+            return self.storage_classes.get(name)
+        for sc in self.storage_classes.values():  # unset class: the cluster default
+            annotations = (sc.get("metadata") or {}).get("annotations") or {}
+            if annotations.get(DEFAULT_CLASS_ANNOTATION) == "true":
+                return sc
+        return None
+
+    def nodes(self) -> Sequence[Mapping[str, Any]]:
+        return self.node_list
+
+
+NO_FACTS = StaticFacts(known=False)

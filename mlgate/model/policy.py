@@ -1,0 +1,91 @@
+"""The policy document a platform team writes (and `kubectl apply`s as MLPolicy/ClusterMLPolicy).
+
+    apiVersion: mlgate.dev/v1alpha1
+    kind: ClusterMLPolicy          # or MLPolicy, which only ever applies in its own namespace
+    metadata: {name: gpu-limits}
+    spec:
+      failurePolicy: Fail          # what a rule that cannot be evaluated does: Fail denies, Ignore admits
+      match:   {kinds: [...], namespaces: [...], namespaceSelector: {...}, objectSelector: {...}}
+      exclude: {same fields}
+      rules:
+        - rule: gpu.max            # an ID from `mlgate rules`
+          action: deny             # deny | warn | audit (checks only)
+          params: {...}            # validated against the rule's own schema
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mlgate.model.results import Action, FailurePolicy
+
+API_VERSION = "mlgate.dev/v1alpha1"
+POLICY_KINDS = ("MLPolicy", "ClusterMLPolicy")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Requirement(Strict):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        present = self.key in labels
+        if self.operator == "Exists":
+            return present
+        if self.operator == "DoesNotExist":
+            return not present
+        if self.operator == "In":
+            return present and labels[self.key] in self.values
+        return not present or labels[self.key] not in self.values
+
+
+class LabelSelector(Strict):
+    """metav1.LabelSelector: every matchLabels entry and every expression must hold."""
+
+    matchLabels: dict[str, str] = Field(default_factory=dict)
+    matchExpressions: list[Requirement] = Field(default_factory=list)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in self.matchLabels.items()) and all(
+            r.matches(labels) for r in self.matchExpressions
+        )
+
+
+class MatchBlock(Strict):
+    kinds: list[str] = Field(default_factory=list)
+    namespaces: list[str] = Field(default_factory=list)
+    namespaceSelector: LabelSelector | None = None
+    objectSelector: LabelSelector | None = None
+
+
+class RuleBinding(Strict):
+    rule: str
+    action: Action = Action.DENY
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class PolicySpec(Strict):
+    failurePolicy: FailurePolicy = FailurePolicy.FAIL
+    match: MatchBlock = Field(default_factory=MatchBlock)
+    exclude: MatchBlock | None = None
+    rules: list[RuleBinding] = Field(min_length=1)
+
+
+class Metadata(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+
+
+class PolicyDocument(Strict):
+    apiVersion: Literal["mlgate.dev/v1alpha1"]
+    kind: Literal["MLPolicy", "ClusterMLPolicy"]
+    metadata: Metadata
+    spec: PolicySpec
+    status: dict[str, Any] | None = None  # present on objects read back from a cluster

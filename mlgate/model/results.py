@@ -1,0 +1,117 @@
+"""Rule outcomes and the engine's decision, as plain data.
+
+A rule never raises to say "no": it returns findings. The engine turns findings into a
+`RuleResult` with one of five outcomes, and results into a `Decision`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Outcome(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"  # violated, and the action is deny
+    WARN = "warn"  # violated, and the action is warn or audit
+    ERROR = "error"  # could not be evaluated; the policy's failurePolicy decides
+    SKIP = "skip"  # does not apply to this object
+
+
+class Action(StrEnum):
+    DENY = "deny"
+    WARN = "warn"
+    AUDIT = "audit"
+
+
+class FailurePolicy(StrEnum):
+    FAIL = "Fail"
+    IGNORE = "Ignore"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One violation: a stable short reason, the field path, what is wrong, what to do instead."""
+
+    path: str
+    reason: str
+    detail: str
+    fix: str = ""
+
+    def message(self) -> str:
+        text = f"{self.reason}: {self.path}: {self.detail}"
+        return f"{text}; {self.fix}" if self.fix else text
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A rule's way to say it does not apply, and why."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Unevaluable:
+    """A rule's way to say it could not decide (missing or contradictory input)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    policy: str
+    rule: str
+    action: Action
+    outcome: Outcome
+    findings: tuple[Finding, ...] = ()
+    note: str = ""  # why it was skipped or errored
+    failure_policy: FailurePolicy = FailurePolicy.FAIL
+
+    def messages(self) -> list[str]:
+        """One line per finding: `[policy/rule] reason: path: detail; fix`."""
+        if self.outcome is Outcome.ERROR:
+            return [f"[{self.policy}/{self.rule}] could not evaluate: {self.note}"]
+        return [f"[{self.policy}/{self.rule}] {f.message()}" for f in self.findings]
+
+    @property
+    def blocks(self) -> bool:
+        if self.outcome is Outcome.FAIL:
+            return True
+        return self.outcome is Outcome.ERROR and self.failure_policy is FailurePolicy.FAIL
+
+
+@dataclass
+class Decision:
+    """What the engine says about one object."""
+
+    allowed: bool
+    results: list[RuleResult] = field(default_factory=list)
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    mutated: dict[str, Any] | None = None
+    note: str = ""  # e.g. "not an ML workload"
+
+    @property
+    def violations(self) -> list[RuleResult]:
+        return [r for r in self.results if r.blocks]
+
+    @property
+    def warnings(self) -> list[str]:
+        out: list[str] = []
+        for r in self.results:
+            if r.outcome is Outcome.WARN and r.action is Action.WARN:
+                out.extend(r.messages())
+            elif r.outcome is Outcome.ERROR and not r.blocks:
+                out.extend(r.messages())
+        return out
+
+    @property
+    def audit_annotations(self) -> dict[str, str]:
+        return {
+            f"{r.policy}.{r.rule}": "; ".join(m.split("] ", 1)[1] for m in r.messages())
+            for r in self.results
+            if r.outcome is Outcome.WARN and r.action is Action.AUDIT
+        }
+
+    def deny_message(self) -> str:
+        return "\n".join(m for r in self.violations for m in r.messages())

@@ -1,0 +1,94 @@
+"""The engine's view of a workload: pod templates with their field paths, and job context.
+
+Rules see only this view, never the kind. `PodTemplate.path()` turns a path inside the pod
+spec into the path of the field the user wrote, and the `*_target()` methods say where a
+mutation must write so that it lands in the user's object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlgate.model import pointer
+
+CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+
+PathFn = Callable[[tuple[str | int, ...]], str]
+TargetFn = Callable[[], dict[str, Any]]
+ContainerTargetFn = Callable[[str], dict[str, Any]]
+
+
+@dataclass
+class PodTemplate:
+    role: str
+    replicas: int
+    spec: dict[str, Any]  # the pod spec as it will run (read-only for rules)
+    metadata: dict[str, Any]
+    path_fn: PathFn
+    pod_target: TargetFn
+    container_target: ContainerTargetFn
+    meta_target: TargetFn
+    meta_pointer: str
+    restart_policy_pointer: str | None = None
+    main_container: str | None = None
+
+    def path(self, *tokens: str | int) -> str:
+        """Pointer, in the user's object, of a field given relative to the pod spec."""
+        return self.path_fn(tokens)
+
+    def containers(self) -> Iterator[tuple[str, int, dict[str, Any]]]:
+        """Every container of every kind (init, regular, ephemeral), as PSA's visitor does."""
+        for key in CONTAINER_LISTS:
+            for index, container in enumerate(self.spec.get(key) or []):
+                if isinstance(container, dict):
+                    yield key, index, container
+
+    def regular_containers(self) -> Iterator[tuple[str, int, dict[str, Any]]]:
+        for key, index, container in self.containers():
+            if key != "ephemeralContainers":
+                yield key, index, container
+
+
+@dataclass
+class Checkpoint:
+    claim_name: str | None = None
+    mount_path: str | None = None
+    uri: str | None = None
+    pointer: str = ""
+
+
+@dataclass
+class Workload:
+    obj: dict[str, Any]
+    api_version: str
+    kind: str
+    name: str
+    namespace: str
+    templates: list[PodTemplate] = field(default_factory=list)
+    run_policy_pointer: str | None = None  # where backoffLimit/cleanPodPolicy live
+    checkpoint: Checkpoint | None = None
+    model_uri: tuple[str, str] | None = None  # (pointer, uri)
+    gang_pointer: str | None = None  # where the kind keeps its own gang settings
+    old_obj: dict[str, Any] | None = None
+
+    @property
+    def total_replicas(self) -> int:
+        return sum(t.replicas for t in self.templates)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict((self.obj.get("metadata") or {}).get("labels") or {})
+
+    def at(self, ptr: str) -> Any:
+        return pointer.resolve(self.obj, ptr)
+
+
+def ensure(parent: dict[str, Any], key: str, kind: type = dict) -> Any:
+    """parent[key], created empty (dict or list) where missing or null."""
+    value = parent.get(key)
+    if not isinstance(value, kind):
+        value = kind()
+        parent[key] = value
+    return value

@@ -1,0 +1,128 @@
+"""GPU requests and limits.
+
+Fields: `resources.limits` and `resources.requests` of every init and regular container,
+for resource names that are GPUs (`nvidia.com/gpu`, `nvidia.com/mig-*`, `amd.com/gpu`,
+`gpu.intel.com/*`).
+Allowed values: whole numbers; GPUs must be in limits, and requests, when set, equal limits,
+because extended resources cannot be overcommitted ("Schedule GPUs",
+https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/, and the extended-resource
+rules in https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/).
+One container never mixes full GPUs and MIG devices (NVIDIA k8s-device-plugin, MIG strategy
+"mixed": https://github.com/NVIDIA/k8s-device-plugin#configuration-option-details).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterator
+
+from pydantic import Field
+
+from mlgate.model.results import Finding, Skipped
+from mlgate.model.workload import PodTemplate, Workload
+from mlgate.rules.common import (
+    MIG_PREFIX,
+    container_label,
+    gpu_count,
+    gpu_resources,
+    pod_gpu_count,
+    quantity,
+)
+from mlgate.rules.registry import Context, Params, check
+
+FULL_GPU = "nvidia.com/gpu"
+
+
+@check("gpu.limits", "GPUs are whole numbers in limits; requests, if set, equal limits")
+def limits(workload: Workload, params: Params, context: Context) -> Iterator[Finding]:
+    for template in workload.templates:
+        for key, index, container in template.regular_containers():
+            name = container_label(key, container)
+            requested = gpu_resources(container, "requests")
+            limited = gpu_resources(container, "limits")
+            for resource in sorted(set(requested) | set(limited)):
+                section = "limits" if resource in limited else "requests"
+                path = template.path(key, index, "resources", section, resource)
+                value = limited.get(resource, requested.get(resource))
+                number = quantity(value)
+                if number is None or number != number.to_integral_value() or number < 0:
+                    yield Finding(path, "gpu count not whole", f"{name} asks for {resource}={value}",
+                                  "use a whole number such as 1; for a fraction of a GPU use a MIG profile")
+                elif resource not in limited:
+                    yield Finding(path, "gpu limit missing", f"{name} sets {resource} only in requests",
+                                  f"set resources.limits.{resource}: {value}")
+                elif resource in requested and quantity(requested[resource]) != number:
+                    yield Finding(
+                        template.path(key, index, "resources", "requests", resource),
+                        "gpu request differs from limit",
+                        f"{name} requests {requested[resource]} but limits {value} {resource}",
+                        f"set requests equal to limits ({value}) or leave requests unset",
+                    )
+
+
+class MaxParams(Params):
+    per_container: int | None = Field(default=None, ge=0)
+    per_pod: int | None = Field(default=None, ge=0)
+    per_job: int | None = Field(default=None, ge=0)
+
+
+@check("gpu.max", "at most N GPUs per container, per pod and per job", MaxParams)
+def maximum(workload: Workload, params: MaxParams, context: Context) -> Iterator[Finding]:
+    job_total = 0
+    for template in workload.templates:
+        if params.per_container is not None:
+            for key, index, container in template.regular_containers():
+                count = gpu_count(container)
+                if count > params.per_container:
+                    yield Finding(template.path(key, index, "resources", "limits"), "too many gpus per container",
+                                  f"{container_label(key, container)} asks for {count} GPUs, the limit is "
+                                  f"{params.per_container}", "split the work across more replicas")
+        pod_total = pod_gpu_count(template)
+        if params.per_pod is not None and pod_total > params.per_pod:
+            yield Finding(template.path("containers"), "too many gpus per pod",
+                          f"{template.role} pods ask for {pod_total} GPUs, the limit is {params.per_pod}",
+                          "use fewer GPUs per pod and more replicas")
+        job_total += pod_total * template.replicas
+    if params.per_job is not None and job_total > params.per_job:
+        yield Finding("/spec", "too many gpus per job",
+                      f"{workload.kind} {workload.name!r} asks for {job_total} GPUs in all, "
+                      f"the limit is {params.per_job}", "lower replicas or GPUs per replica")
+
+
+class AllowedParams(Params):
+    allowed: list[str] = Field(min_length=1, description="resource names or shell patterns")
+
+
+@check("gpu.allowed-resources", "only the listed GPU resource names", AllowedParams)
+def allowed(workload: Workload, params: AllowedParams, context: Context) -> Iterator[Finding]:
+    for template, key, index, container, resource, section in _gpu_entries(workload):
+        if not any(fnmatch.fnmatchcase(resource, pattern) for pattern in params.allowed):
+            yield Finding(template.path(key, index, "resources", section, resource),
+                          "gpu resource not allowed", f"{container_label(key, container)} asks for {resource}",
+                          f"use one of: {', '.join(params.allowed)}")
+
+
+@check("gpu.no-mixed-mig", "one container never mixes full GPUs and MIG devices")
+def no_mixed(workload: Workload, params: Params, context: Context) -> Iterator[Finding] | Skipped:
+    if not any(gpu_count(c) for t in workload.templates for _, _, c in t.containers()):
+        return Skipped("no container asks for GPUs")
+    return _mixed(workload)
+
+
+def _mixed(workload: Workload) -> Iterator[Finding]:
+    for template in workload.templates:
+        for key, index, container in template.regular_containers():
+            names = set(gpu_resources(container, "limits")) | set(gpu_resources(container, "requests"))
+            migs = sorted(n for n in names if n.startswith(MIG_PREFIX))
+            if FULL_GPU in names and migs:
+                yield Finding(template.path(key, index, "resources"), "gpu and mig mixed",
+                              f"{container_label(key, container)} asks for {FULL_GPU} and {', '.join(migs)}",
+                              "ask for either whole GPUs or MIG devices, in separate containers or pods")
+
+
+def _gpu_entries(workload: Workload) -> Iterator[tuple[PodTemplate, str, int, dict, str, str]]:
+    for template in workload.templates:
+        for key, index, container in template.regular_containers():
+            for section in ("limits", "requests"):
+                for resource in gpu_resources(container, section):
+                    yield template, key, index, container, resource, section

@@ -1,0 +1,106 @@
+"""The rule catalog: every rule registers here once, with its parameter schema.
+
+A rule is either a check (returns findings) or a mutation (edits the object in place).
+The registry refuses duplicate or badly named IDs at import time, so a broken catalog
+never reaches a policy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from mlgate.model.facts import NO_FACTS, ClusterFacts
+from mlgate.model.results import Finding, Skipped, Unevaluable
+from mlgate.model.workload import Workload
+
+FAMILIES = ("gpu", "mig", "storage", "pod_security", "defaults", "gang")
+RULE_ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+
+
+class Params(BaseModel):
+    """Base of every rule's parameters: camelCase in YAML, unknown fields refused."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
+    )
+
+
+class NoParams(Params):
+    pass
+
+
+@dataclass(frozen=True)
+class Context:
+    facts: ClusterFacts = field(default_factory=lambda: NO_FACTS)
+    operation: Literal["CREATE", "UPDATE"] = "CREATE"
+
+
+CheckResult = Iterable[Finding] | Skipped | Unevaluable
+CheckFn = Callable[[Workload, Any, Context], CheckResult]
+MutateFn = Callable[[Workload, Any, Context], None]
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    id: str
+    summary: str
+    params: type[Params]
+    check: CheckFn | None = None
+    mutate: MutateFn | None = None
+    order: int = 100  # mutations run in ascending order
+
+    @property
+    def family(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    @property
+    def is_mutation(self) -> bool:
+        return self.mutate is not None
+
+
+REGISTRY: dict[str, RuleSpec] = {}
+P = TypeVar("P", bound=Params)
+
+
+def _register(spec: RuleSpec) -> None:
+    if not RULE_ID.match(spec.id):
+        raise ValueError(f"rule id {spec.id!r} must look like 'family.rule-name'")
+    if spec.id in REGISTRY:
+        raise ValueError(f"rule id {spec.id!r} is registered twice")
+    if not issubclass(spec.params, Params):
+        raise TypeError(f"rule {spec.id!r}: params must subclass rules.registry.Params")
+    REGISTRY[spec.id] = spec
+
+
+def check(
+    rule_id: str, summary: str, params: type[P] = NoParams  # type: ignore[assignment]
+) -> Callable[[Callable[[Workload, P, Context], CheckResult]], Callable[..., CheckResult]]:
+    def wrap(fn: Callable[[Workload, P, Context], CheckResult]) -> Callable[..., CheckResult]:
+        _register(RuleSpec(rule_id, summary, params, check=fn))
+        return fn
+
+    return wrap
+
+
+def mutation(
+    rule_id: str, summary: str, params: type[P] = NoParams, order: int = 100  # type: ignore[assignment]
+) -> Callable[[Callable[[Workload, P, Context], None]], Callable[..., None]]:
+    def wrap(fn: Callable[[Workload, P, Context], None]) -> Callable[..., None]:
+        _register(RuleSpec(rule_id, summary, params, mutate=fn, order=order))
+        return fn
+
+    return wrap
+
+
+def catalog() -> dict[str, RuleSpec]:
+    """All rules, with every family module imported."""
+    for family in FAMILIES:
+        importlib.import_module(f"mlgate.rules.{family}")
+    return REGISTRY

@@ -1,0 +1,208 @@
+"""Every supported kind, mapped to its pod templates and job context.
+
+Kinds and where their pod templates live:
+- kubeflow.org/v1 PyTorchJob, TFJob, XGBoostJob, MPIJob; kubeflow.org/v2beta1 MPIJob:
+  `spec.<x>ReplicaSpecs.<Role>.template` (replicas default 1), run policy at `spec.runPolicy`
+  (Kubeflow training-operator v1.9 `pkg/apis/kubeflow.org/v1`, mpi-operator v2beta1).
+- batch/v1 Job: `spec.template`; parallel pods = `spec.parallelism` (default 1).
+- v1 Pod: `spec` itself.
+- mlgate.dev/v1alpha1 TrainingJob and InferenceService: rendered by `render.py`.
+Anything else is not an ML workload and `extract` returns None.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlgate.model import pointer
+from mlgate.model.workload import Checkpoint, PodTemplate, Workload, ensure
+from mlgate.workloads import render
+
+MLGATE_GROUP = "mlgate.dev"
+KUBEFLOW_GROUP = "kubeflow.org"
+REPLICA_SPECS = {
+    "PyTorchJob": "pytorchReplicaSpecs",
+    "TFJob": "tfReplicaSpecs",
+    "XGBoostJob": "xgbReplicaSpecs",
+    "MPIJob": "mpiReplicaSpecs",
+}
+KUBEFLOW_VERSIONS = {"v1", "v2beta1"}
+SUPPORTED_KINDS = (*REPLICA_SPECS, "Job", "Pod", "TrainingJob", "InferenceService")
+
+
+def extract(obj: dict[str, Any], old_obj: dict[str, Any] | None = None) -> Workload | None:
+    api_version = str(obj.get("apiVersion") or "")
+    kind = str(obj.get("kind") or "")
+    group, _, version = api_version.rpartition("/")
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    workload = Workload(
+        obj=obj,
+        api_version=api_version,
+        kind=kind,
+        name=str(meta.get("name") or meta.get("generateName") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        old_obj=old_obj,
+    )
+    if group == KUBEFLOW_GROUP and kind in REPLICA_SPECS and version in KUBEFLOW_VERSIONS:
+        _kubeflow(workload, REPLICA_SPECS[kind])
+    elif api_version == "batch/v1" and kind == "Job":
+        spec = _dict(obj.get("spec"))
+        replicas = spec.get("parallelism", 1)
+        _raw(workload, "/spec/template", "job", replicas if isinstance(replicas, int) else 1)
+        workload.run_policy_pointer = "/spec"
+    elif api_version == "v1" and kind == "Pod":
+        workload.templates.append(_raw_template(obj, "/spec", "pod", 1, "/metadata"))
+    elif group == MLGATE_GROUP and kind in ("TrainingJob", "InferenceService"):
+        _mlgate(workload)
+    else:
+        return None
+    return workload
+
+
+def _kubeflow(workload: Workload, specs_field: str) -> None:
+    spec = _dict(workload.obj.get("spec"))
+    replica_specs = _dict(spec.get(specs_field))
+    for role, replica_spec in replica_specs.items():
+        if not isinstance(replica_spec, dict):
+            continue
+        base = pointer.join("/spec", specs_field, role)
+        replicas = replica_spec.get("replicas", 1)
+        template = _raw_template(
+            workload.obj,
+            base + "/template/spec",
+            role,
+            replicas if isinstance(replicas, int) else 1,
+            base + "/template/metadata",
+        )
+        template.restart_policy_pointer = base + "/restartPolicy"
+        workload.templates.append(template)
+    workload.run_policy_pointer = "/spec/runPolicy"
+    workload.gang_pointer = "/spec/runPolicy/schedulingPolicy"
+
+
+def _raw(workload: Workload, template_pointer: str, role: str, replicas: int) -> None:
+    workload.templates.append(
+        _raw_template(
+            workload.obj, template_pointer + "/spec", role, replicas, template_pointer + "/metadata"
+        )
+    )
+
+
+def _raw_template(
+    obj: dict[str, Any], spec_pointer: str, role: str, replicas: int, meta_pointer: str
+) -> PodTemplate:
+    spec = _dict(pointer.resolve(obj, spec_pointer))
+    metadata = _dict(pointer.resolve(obj, meta_pointer))
+
+    def container_target(name: str) -> dict[str, Any]:
+        for key in ("containers", "initContainers"):
+            for container in _ensure_at(obj, spec_pointer).get(key) or []:
+                if isinstance(container, dict) and container.get("name") == name:
+                    return container
+        raise KeyError(f"no container named {name!r} at {spec_pointer}")
+
+    return PodTemplate(
+        role=role,
+        replicas=max(replicas, 0),
+        spec=spec,
+        metadata=metadata,
+        path_fn=lambda tokens: pointer.join(spec_pointer, *tokens),
+        pod_target=lambda: _ensure_at(obj, spec_pointer),
+        container_target=container_target,
+        meta_target=lambda: _ensure_at(obj, meta_pointer),
+        meta_pointer=meta_pointer,
+        restart_policy_pointer=spec_pointer + "/restartPolicy",
+    )
+
+
+def _mlgate(workload: Workload) -> None:
+    obj = workload.obj
+    spec = _dict(obj.get("spec"))
+    kind = workload.kind
+    main = render.main_container_name(kind, spec)
+    if kind == "TrainingJob":
+        roles = render.training_roles(spec)
+        workload.run_policy_pointer = "/spec/runPolicy"
+        workload.gang_pointer = "/spec/scheduling"
+        checkpoint = _dict(spec.get("checkpoint"))
+        if checkpoint:
+            workload.checkpoint = Checkpoint(
+                claim_name=checkpoint.get("claimName"),
+                mount_path=checkpoint.get("mountPath"),
+                uri=checkpoint.get("uri"),
+                pointer="/spec/checkpoint",
+            )
+    else:
+        roles = [("Predictor", render.serving_replicas(spec))]
+        if spec.get("modelUri"):
+            workload.model_uri = ("/spec/modelUri", str(spec["modelUri"]))
+    for role, replicas in roles:
+        template = PodTemplate(
+            role=role,
+            replicas=replicas,
+            spec=render.render_pod_spec(kind, spec, role),
+            metadata=_dict(_dict(spec.get("template")).get("metadata")),
+            path_fn=lambda tokens: _overlay_path(spec, main, tokens),
+            pod_target=lambda: _ensure_at(obj, "/spec/template/spec"),
+            container_target=lambda name: _overlay_container(obj, name),
+            meta_target=lambda: _ensure_at(obj, "/spec/template/metadata"),
+            meta_pointer="/spec/template/metadata",
+            restart_policy_pointer=None,
+            main_container=main,
+        )
+        workload.templates.append(template)
+
+
+def _overlay_path(spec: dict[str, Any], main: str, tokens: tuple[str | int, ...]) -> str:
+    """Map a path in the rendered pod spec back to the TrainingJob field the user writes."""
+    base = "/spec/template/spec"
+    if len(tokens) < 2 or tokens[0] not in ("containers", "initContainers", "ephemeralContainers"):
+        return pointer.join(base, *tokens)
+    key, index, rest = str(tokens[0]), tokens[1], tokens[2:]
+    rendered = render.render_pod_spec("", spec) if key == "containers" else {}
+    names = [c.get("name") for c in rendered.get("containers", [])]
+    name = names[index] if key == "containers" and isinstance(index, int) and index < len(names) else None
+    if name == main and rest:
+        if rest[0] in render.SUGAR_FIELDS:
+            return pointer.join("/spec", *rest)
+        if rest[0] == "resources" and len(rest) >= 3:
+            sugar = _sugar_resource(str(rest[2]))
+            if sugar:
+                return pointer.join("/spec/resources", sugar)
+    overlay = [c for c in _dict(_dict(spec.get("template")).get("spec")).get(key) or []]
+    wanted = name if name is not None else None
+    for position, container in enumerate(overlay):
+        if isinstance(container, dict) and wanted is not None and container.get("name") == wanted:
+            return pointer.join(base, key, position, *rest)
+    if key != "containers" or name is None:
+        return pointer.join(base, *tokens)
+    return pointer.join(base, key, len(overlay), *rest)
+
+
+def _sugar_resource(resource: str) -> str | None:
+    if resource == "nvidia.com/gpu":
+        return "gpu"
+    if resource.startswith("nvidia.com/mig-"):
+        return "mig"
+    return resource if resource in render.RESOURCE_NAMES else None
+
+
+def _overlay_container(obj: dict[str, Any], name: str) -> dict[str, Any]:
+    containers = ensure(_ensure_at(obj, "/spec/template/spec"), "containers", list)
+    for container in containers:
+        if isinstance(container, dict) and container.get("name") == name:
+            return container
+    container = {"name": name}
+    containers.append(container)
+    return container
+
+
+def _ensure_at(obj: dict[str, Any], ptr: str) -> dict[str, Any]:
+    node = obj
+    for token in pointer.split(ptr):
+        node = ensure(node, token)
+    return node
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,91 @@
+"""How a TrainingJob or InferenceService becomes pod specs.
+
+The engine validates exactly what the reconciler will create, so both call this module.
+A TrainingJob's `spec.template` is an overlay: its containers are merged by name into the
+main container that `image`, `command`, `args` and `resources` describe.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+MAIN_CONTAINER = {
+    "pytorch": "pytorch",
+    "tensorflow": "tensorflow",
+    "xgboost": "xgboost",
+    "mpi": "mpi",
+    "jax": "jax",
+}
+SERVING_CONTAINER = "predictor"
+SUGAR_FIELDS = ("image", "command", "args")
+RESOURCE_NAMES = {"cpu": "cpu", "memory": "memory"}
+
+
+def main_container_name(kind: str, spec: dict[str, Any]) -> str:
+    if kind == "InferenceService":
+        return SERVING_CONTAINER
+    return MAIN_CONTAINER.get(str(spec.get("framework") or "pytorch"), "trainer")
+
+
+def training_roles(spec: dict[str, Any]) -> list[tuple[str, int]]:
+    """(role, replicas) per framework, in the order pods are numbered."""
+    framework = spec.get("framework") or "pytorch"
+    replicas = _int(spec.get("replicas"), 1)
+    if framework in ("pytorch", "xgboost"):
+        roles = [("Master", 1), ("Worker", replicas - 1)]
+    elif framework == "tensorflow":
+        ps = _int((spec.get("tensorflow") or {}).get("parameterServers"), 0)
+        roles = [("Chief", 1), ("Worker", replicas - 1), ("PS", ps)]
+    elif framework == "mpi":
+        roles = [("Launcher", 1), ("Worker", replicas)]
+    else:
+        roles = [("Worker", replicas)]
+    return [(role, count) for role, count in roles if count > 0]
+
+
+def serving_replicas(spec: dict[str, Any]) -> int:
+    return _int((spec.get("scaling") or {}).get("minReplicas"), 1)
+
+
+def resource_limits(resources: dict[str, Any], with_gpu: bool = True) -> dict[str, Any]:
+    limits: dict[str, Any] = {}
+    for field, name in RESOURCE_NAMES.items():
+        if resources.get(field) is not None:
+            limits[name] = resources[field]
+    if with_gpu and resources.get("gpu") is not None:
+        limits["nvidia.com/gpu"] = resources["gpu"]
+    if with_gpu and resources.get("mig"):
+        limits[mig_resource(str(resources["mig"]))] = 1
+    return limits
+
+
+def mig_resource(profile: str) -> str:
+    """Mixed-strategy resource name: `+` is written as `.` (k8s-device-plugin)."""
+    return "nvidia.com/mig-" + profile.replace("+", ".")
+
+
+def render_pod_spec(kind: str, spec: dict[str, Any], role: str = "") -> dict[str, Any]:
+    """The pod spec of one replica, before any per-replica environment is added."""
+    overlay = copy.deepcopy(((spec.get("template") or {}).get("spec")) or {})
+    name = main_container_name(kind, spec)
+    main: dict[str, Any] = {"name": name}
+    for field in SUGAR_FIELDS:
+        if spec.get(field) is not None:
+            main[field] = copy.deepcopy(spec[field])
+    # The MPI launcher only starts mpirun; GPUs go to the workers.
+    limits = resource_limits(spec.get("resources") or {}, with_gpu=role != "Launcher")
+    if limits:
+        main["resources"] = {"limits": limits, "requests": dict(limits)}
+    containers = [c for c in overlay.get("containers") or [] if isinstance(c, dict)]
+    for extra in containers:
+        if extra.get("name") == name:
+            merged = copy.deepcopy(extra)
+            merged.update(main)
+            main = merged
+    overlay["containers"] = [main] + [c for c in containers if c.get("name") != name]
+    return overlay
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
