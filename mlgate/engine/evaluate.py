@@ -117,7 +117,7 @@ def _run_check(policy: Policy, binding: Binding, workload: Any, context: Context
             return result(Outcome.SKIP, note=verdict.reason)
         if isinstance(verdict, Unevaluable):
             return result(Outcome.ERROR, note=verdict.reason)
-        findings = tuple(sorted(verdict, key=lambda f: (f.path, f.reason, f.detail)))
+        findings = tuple(sorted(set(verdict), key=lambda f: (f.path, f.reason, f.detail)))
     except Exception as exc:  # a rule bug becomes an `error` outcome, never a crash
         log.exception("check %s/%s failed", policy.key, binding.rule.id)
         return result(Outcome.ERROR, note=f"{type(exc).__name__}: {exc}")

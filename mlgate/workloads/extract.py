@@ -165,10 +165,10 @@ def _overlay_path(spec: dict[str, Any], main: str, tokens: tuple[str | int, ...]
     if name == main and rest:
         if rest[0] in render.SUGAR_FIELDS:
             return pointer.join("/spec", *rest)
-        if rest[0] == "resources" and len(rest) >= 3:
-            sugar = _sugar_resource(str(rest[2]))
-            if sugar:
-                return pointer.join("/spec/resources", sugar)
+        if rest[0] == "resources":
+            sugar = _sugar_resource(str(rest[2])) if len(rest) >= 3 else ""
+            if sugar is not None:
+                return pointer.join("/spec/resources", *([sugar] if sugar else []))
     overlay = [c for c in _dict(_dict(spec.get("template")).get("spec")).get(key) or []]
     wanted = name if name is not None else None
     for position, container in enumerate(overlay):
