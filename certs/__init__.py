@@ -1,0 +1,1 @@
+"""Certificates for the mlgate webhook, imported as `mlgate_certs`."""

@@ -108,10 +108,7 @@ def change(base: dict[str, Any], ptr: str, value: Any) -> dict[str, Any]:
     tokens = pointer.split(ptr)
     node: Any = obj
     for token in tokens[:-1]:
-        if isinstance(node, list):
-            node = node[int(token)]
-        else:
-            node = node.setdefault(token, {})
+        node = node[int(token)] if isinstance(node, list) else node.setdefault(token, {})
     last = tokens[-1]
     if isinstance(node, list):
         if value is DELETE:

@@ -1,0 +1,1 @@
+"""The mlgate admission webhook, imported as `mlgate_webhook`."""

@@ -99,9 +99,8 @@ class Decision:
     def warnings(self) -> list[str]:
         out: list[str] = []
         for r in self.results:
-            if r.outcome is Outcome.WARN and r.action is Action.WARN:
-                out.extend(r.messages())
-            elif r.outcome is Outcome.ERROR and not r.blocks:
+            warned = r.outcome is Outcome.WARN and r.action is Action.WARN
+            if warned or (r.outcome is Outcome.ERROR and not r.blocks):
                 out.extend(r.messages())
         return out
 

@@ -40,8 +40,10 @@ def quantity(value: Any) -> Decimal | None:
 
 def gpu_resources(container: dict[str, Any], section: str) -> dict[str, Any]:
     """GPU-like entries of resources.<section> (limits or requests)."""
-    resources = container.get("resources") if isinstance(container.get("resources"), dict) else {}
-    entries = resources.get(section) if isinstance(resources.get(section), dict) else {}
+    resources = container.get("resources")
+    entries = resources.get(section) if isinstance(resources, dict) else None
+    if not isinstance(entries, dict):
+        return {}
     return {k: v for k, v in entries.items() if is_gpu_resource(str(k))}
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterator
+from typing import Any
 
 from pydantic import Field
 
@@ -122,7 +123,7 @@ def _mixed(workload: Workload) -> Iterator[Finding]:
                               "ask for either whole GPUs or MIG devices, in separate containers or pods")
 
 
-def _gpu_entries(workload: Workload) -> Iterator[tuple[PodTemplate, str, int, dict, str, str]]:
+def _gpu_entries(workload: Workload) -> Iterator[tuple[PodTemplate, str, int, dict[str, Any], str, str]]:
     for template in workload.templates:
         for key, index, container in template.regular_containers():
             for section in ("limits", "requests"):

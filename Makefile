@@ -1,0 +1,34 @@
+# One way in: `make run` (the main job) and `make test` (the whole suite, checks included).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test checks bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip==26.3
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# The main job on the embedded default: the shipped policies judge the shipped examples.
+# Exit 1 (something denied) is the expected verdict here; only 2 (an error) fails the target.
+run: setup
+	$(BIN)/mlgate validate examples/ ; test $$? -le 1
+
+test: setup
+	$(BIN)/python -m pytest
+
+checks: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+bench: setup
+	$(BIN)/python bench/validate_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

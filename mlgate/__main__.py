@@ -1,0 +1,3 @@
+from mlgate.cli.main import main
+
+main()

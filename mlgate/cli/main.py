@@ -1,0 +1,178 @@
+"""`mlgate`: the policy engine for CI and terminals.
+
+Exit codes (stable): 0 everything admitted (warnings allowed), 1 something denied or a test
+failed, 2 a usage, input, parse or policy-load error. Reports go to stdout, diagnostics to stderr.
+Heavy imports happen inside commands so that `mlgate --version` starts fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from mlgate import __version__
+
+if TYPE_CHECKING:
+    from mlgate.engine import PolicySet
+    from mlgate.model.facts import ClusterFacts
+
+EXIT_OK, EXIT_DENIED, EXIT_ERROR = 0, 1, 2
+
+
+def fail(message: str) -> NoReturn:
+    click.echo(f"mlgate: {message}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def load_policies(paths: Sequence[str]) -> PolicySet:
+    from mlgate.loading.policies import PolicyLoadError, default_policy_dir, load_policy_paths
+
+    try:
+        return load_policy_paths(list(paths) or [default_policy_dir()])
+    except PolicyLoadError as exc:
+        for error in exc.errors:
+            click.echo(f"mlgate: policy error: {error}", err=True)
+        sys.exit(EXIT_ERROR)
+
+
+def load_facts(path: str | None) -> ClusterFacts:
+    from mlgate.loading.documents import InputError, read_documents
+    from mlgate.model.facts import NO_FACTS, StaticFacts
+
+    if path is None:
+        return NO_FACTS
+    try:
+        documents = list(read_documents([path]))
+    except InputError as exc:
+        fail(f"facts: {exc}")
+    broken = [d for d in documents if d.error]
+    if broken:
+        fail(f"facts: {broken[0].source}: {broken[0].error}")
+    return StaticFacts.from_objects(d.data for d in documents if d.data is not None)
+
+
+policies_option = click.option(
+    "-p", "--policies", "policy_paths", multiple=True, type=click.Path(),
+    help="Policy file or directory (repeatable). Default: the shipped policies/.",
+)
+facts_option = click.option("--facts", type=click.Path(), help="YAML/JSON file of cluster objects: "
+                            "Namespaces, PersistentVolumeClaims, StorageClasses, Nodes.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="mlgate")
+def cli() -> None:
+    """Admission policies for ML workloads on Kubernetes, offline."""
+
+
+@cli.command()
+@policies_option
+@facts_option
+@click.option("-o", "--output", type=click.Choice(["text", "json", "junit", "sarif"]), default="text")
+@click.argument("paths", nargs=-1, required=True)
+def validate(policy_paths: tuple[str, ...], facts: str | None, output: str, paths: tuple[str, ...]) -> None:
+    """Judge manifests as admission would: mutations first, then checks. PATH may be a file,
+    a directory (searched recursively) or - for stdin."""
+    from mlgate.cli.report import render
+
+    records = _review(paths, policy_paths, facts)
+    click.echo(render(records, output), nl=False)
+    sys.exit(_exit_code(records))
+
+
+@cli.command()
+@policies_option
+@facts_option
+@click.argument("paths", nargs=-1, required=True)
+def mutate(policy_paths: tuple[str, ...], facts: str | None, paths: tuple[str, ...]) -> None:
+    """Print the manifests as the API server would store them (defaults applied); the
+    verdicts go to stderr."""
+    from mlgate.cli.report import text
+    from mlgate.loading.documents import dump_yaml
+
+    records = _review(paths, policy_paths, facts)
+    objects = [
+        (r.decision.mutated if r.decision and r.decision.mutated is not None else r.data)
+        for r in records if r.document.data is not None
+    ]
+    dump_yaml(objects, sys.stdout)
+    click.echo(text(records), err=True, nl=False)
+    sys.exit(_exit_code(records))
+
+
+@cli.command("test")
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
+@click.argument("suites", nargs=-1, required=True, type=click.Path())
+def test_command(output: str, suites: tuple[str, ...]) -> None:
+    """Run policy test suites (kind: PolicyTest) and compare every expected result."""
+    from mlgate.cli.testsuite import SuiteError, render_outcomes, run_suites
+
+    try:
+        outcomes = run_suites(suites)
+    except SuiteError as exc:
+        fail(str(exc))
+    click.echo(render_outcomes(outcomes, output), nl=False)
+    sys.exit(EXIT_OK if all(o.passed for o in outcomes) else EXIT_DENIED)
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
+def rules(output: str) -> None:
+    """List every rule with its parameters."""
+    import json
+
+    from mlgate.rules.registry import catalog
+
+    entries = [
+        {"id": spec.id, "type": "mutation" if spec.is_mutation else "check", "summary": spec.summary,
+         "params": spec.params.model_json_schema(by_alias=True).get("properties", {})}
+        for spec in sorted(catalog().values(), key=lambda s: s.id)
+    ]
+    if output == "json":
+        click.echo(json.dumps(entries, indent=2))
+        return
+    for entry in entries:
+        params = ", ".join(entry["params"]) or "-"
+        click.echo(f"{entry['id']:<28} {entry['type']:<8} {entry['summary']}  [params: {params}]")
+
+
+@cli.command("mig-lint")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+def mig_lint(paths: tuple[str, ...]) -> None:
+    """Lint mig-parted `mig-configs` files against the per-model MIG tables and placements."""
+    from mlgate.cli.miglint import lint_paths
+
+    problems = lint_paths(paths)
+    for problem in problems:
+        click.echo(problem)
+    sys.exit(EXIT_DENIED if problems else EXIT_OK)
+
+
+def _review(paths: Sequence[str], policy_paths: Sequence[str], facts_path: str | None) -> list[Any]:
+    from mlgate.cli.review import review
+    from mlgate.loading.documents import InputError, read_documents
+
+    policies = load_policies(policy_paths)
+    facts = load_facts(facts_path)
+    try:
+        records = list(review(read_documents(paths), policies, facts))
+    except InputError as exc:
+        fail(str(exc))
+    for record in records:
+        if record.document.error:
+            click.echo(f"mlgate: {record.document.where}: {record.document.error}", err=True)
+    return records
+
+
+def _exit_code(records: Sequence[Any]) -> int:
+    statuses = {r.status for r in records}
+    if "error" in statuses:
+        return EXIT_ERROR
+    return EXIT_DENIED if "denied" in statuses else EXIT_OK
+
+
+def main() -> None:
+    cli(prog_name="mlgate")

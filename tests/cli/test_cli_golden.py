@@ -1,0 +1,76 @@
+"""The CLI as CI runs it: a real process, stdout and exit code pinned by golden files."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from golden import check_golden, orphans
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden" / "cli"
+INPUTS = "tests/cli/inputs"
+BAD_POLICIES = "tests/cli/policies"
+MLGATE = [sys.executable, "-m", "mlgate"]
+
+CASES = {
+    "validate-allowed": ["validate", f"{INPUTS}/ok-pod.yaml"],
+    "validate-denied": ["validate", f"{INPUTS}/too-many-gpus.yaml"],
+    "validate-mutated": ["validate", f"{INPUTS}/needs-defaults.yaml"],
+    "validate-bad-documents": ["validate", f"{INPUTS}/multi-with-bad-doc.yaml"],
+    "validate-binary-garbage": ["validate", f"{INPUTS}/garbage.yaml"],
+    "validate-directory-json": ["validate", "-o", "json", INPUTS],
+    "validate-junit": ["validate", "-o", "junit", f"{INPUTS}/too-many-gpus.yaml", f"{INPUTS}/ok-pod.yaml"],
+    "validate-sarif": ["validate", "-o", "sarif", f"{INPUTS}/too-many-gpus.yaml"],
+    "validate-missing-file": ["validate", f"{INPUTS}/does-not-exist.yaml"],
+    "policy-unknown-field": ["validate", "-p", f"{BAD_POLICIES}/unknown-field.yaml", f"{INPUTS}/ok-pod.yaml"],
+    "policy-wrong-param-type": ["validate", "-p", f"{BAD_POLICIES}/wrong-param-type.yaml", f"{INPUTS}/ok-pod.yaml"],
+    "policy-broken-yaml": ["validate", "-p", f"{BAD_POLICIES}/broken-yaml.yaml", f"{INPUTS}/ok-pod.yaml"],
+    "mutate-defaults": ["mutate", f"{INPUTS}/needs-defaults.yaml"],
+    "usage-error": ["validate", "-o", "xml", f"{INPUTS}/ok-pod.yaml"],
+}
+EXPECTED_EXIT = {
+    "validate-allowed": 0, "validate-denied": 1, "validate-mutated": 0, "validate-bad-documents": 2,
+    "validate-binary-garbage": 2, "validate-directory-json": 2, "validate-junit": 1, "validate-sarif": 1,
+    "validate-missing-file": 2, "policy-unknown-field": 2, "policy-wrong-param-type": 2,
+    "policy-broken-yaml": 2, "mutate-defaults": 0, "usage-error": 2,
+}
+
+
+def run_cli(args: list[str], stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*MLGATE, *args], cwd=ROOT, input=stdin, capture_output=True, check=False)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cli_output_matches_golden(name):
+    result = run_cli(CASES[name])
+    stdout, stderr = result.stdout.decode(), result.stderr.decode()
+    assert "Traceback" not in stderr
+    check_golden(GOLDEN / f"{name}.out", f"exit: {result.returncode}\n--- stdout\n{stdout}--- stderr\n{stderr}")
+    assert result.returncode == EXPECTED_EXIT[name]
+
+
+def test_every_golden_file_belongs_to_a_case():
+    assert orphans(GOLDEN, {f"{name}.out" for name in CASES}) == []
+
+
+def test_stdin_is_read_with_a_dash():
+    body = (ROOT / INPUTS / "too-many-gpus.yaml").read_bytes()
+    result = run_cli(["validate", "-o", "json", "-"], stdin=body)
+    assert result.returncode == 1
+    assert b'"source": "<stdin>"' in result.stdout
+
+
+def test_one_bad_document_does_not_hide_the_verdicts_on_the_others():
+    result = run_cli(["validate", f"{INPUTS}/multi-with-bad-doc.yaml"])
+    out = result.stdout.decode()
+    assert "Pod ml/fractional: DENIED" in out
+    assert "ConfigMap not-ml: skipped (not an ML workload: v1/ConfigMap)" in out
+    assert result.returncode == 2
+
+
+def test_version_prints_the_package_version():
+    from mlgate import __version__
+
+    result = run_cli(["--version"])
+    assert result.stdout.decode().strip() == f"mlgate, version {__version__}"

@@ -1,0 +1,128 @@
+import jsonpatch
+import pytest
+from builders import DELETE, change, decide, pod, policy_set, pytorchjob, trainingjob
+
+from mlgate.engine import evaluate
+from mlgate.model.results import Outcome
+
+ALL_DEFAULTS = [
+    {"rule": "defaults.gpu-requests"},
+    {"rule": "defaults.gpu-toleration"},
+    {"rule": "defaults.security-context"},
+    {"rule": "defaults.run-policy"},
+    {"rule": "defaults.shm"},
+    {"rule": "defaults.checkpoint-env"},
+]
+
+
+def patched(obj, rule, params=None):
+    decision = decide(obj, rule, params)
+    return jsonpatch.apply_patch(obj, decision.patch), decision
+
+
+def test_gpu_requests_are_set_equal_to_limits_where_unset():
+    obj = change(pod(), "/spec/containers/0/resources/requests", DELETE)
+    result, decision = patched(obj, "defaults.gpu-requests")
+    assert result["spec"]["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": 1}
+    assert decision.patch == [
+        {"op": "add", "path": "/spec/containers/0/resources/requests", "value": {"nvidia.com/gpu": 1}}
+    ]
+
+
+def test_a_conflicting_gpu_request_is_not_overwritten():
+    obj = change(pod(), "/spec/containers/0/resources/requests/nvidia.com~1gpu", 2)
+    result, decision = patched(obj, "defaults.gpu-requests")
+    assert decision.patch == []
+    assert result == obj
+
+
+def test_gpu_pods_get_the_gpu_toleration_once():
+    obj = change(pod(), "/spec/tolerations", DELETE)
+    result, _ = patched(obj, "defaults.gpu-toleration")
+    assert result["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert patched(result, "defaults.gpu-toleration")[1].patch == []
+
+
+def test_cpu_only_pods_get_no_gpu_toleration():
+    obj = change(pod(gpus=0), "/spec/tolerations", DELETE)
+    assert patched(obj, "defaults.gpu-toleration")[1].patch == []
+
+
+def test_security_context_defaults_fill_only_unset_fields():
+    obj = change(pod(), "/spec/containers/0/securityContext", {"capabilities": {"drop": ["NET_RAW"]}})
+    obj = change(obj, "/spec/securityContext/seccompProfile", DELETE)
+    result, _ = patched(obj, "defaults.security-context")
+    container_sc = result["spec"]["containers"][0]["securityContext"]
+    assert container_sc == {"capabilities": {"drop": ["NET_RAW"]}, "allowPrivilegeEscalation": False}
+    assert result["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_privileged_containers_are_not_given_allow_privilege_escalation_false():
+    obj = change(pod(), "/spec/containers/0/securityContext", {"privileged": True})
+    result, _ = patched(obj, "defaults.security-context")
+    assert result["spec"]["containers"][0]["securityContext"] == {"privileged": True}
+
+
+def test_run_as_non_root_is_only_set_when_the_policy_asks():
+    obj = change(pod(), "/spec/securityContext/runAsNonRoot", DELETE)
+    assert "runAsNonRoot" not in patched(obj, "defaults.security-context")[0]["spec"]["securityContext"]
+    result, _ = patched(obj, "defaults.security-context", {"runAsNonRoot": True})
+    assert result["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_trainingjob_security_defaults_land_in_the_template_overlay():
+    obj = change(trainingjob(), "/spec/template", DELETE)
+    result, _ = patched(obj, "defaults.security-context")
+    overlay = result["spec"]["template"]["spec"]
+    assert overlay["containers"] == [
+        {"name": "pytorch", "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+    ]
+    assert overlay["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def test_run_policy_defaults_for_a_pytorchjob():
+    obj = change(pytorchjob(), "/spec/runPolicy", DELETE)
+    obj = change(obj, "/spec/pytorchReplicaSpecs/Worker/restartPolicy", DELETE)
+    result, _ = patched(obj, "defaults.run-policy")
+    assert result["spec"]["runPolicy"] == {"backoffLimit": 3, "cleanPodPolicy": "Running"}
+    assert result["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "OnFailure"
+
+
+def test_multi_gpu_pods_get_a_memory_backed_dev_shm():
+    result, _ = patched(pytorchjob(workers=3), "defaults.shm", {"sizeLimit": "4Gi"})
+    worker = result["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "4Gi"}} in worker["volumes"]
+    assert worker["containers"][0]["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+
+
+def test_a_single_gpu_single_pod_gets_no_dev_shm():
+    assert patched(pod(), "defaults.shm")[1].patch == []
+
+
+def test_checkpoint_dir_env_for_a_trainingjob():
+    obj = change(trainingjob(), "/spec/checkpoint", {"claimName": "ckpt", "mountPath": "/ckpt"})
+    result, _ = patched(obj, "defaults.checkpoint-env")
+    assert {"name": "CHECKPOINT_DIR", "value": "/ckpt"} in result["spec"]["template"]["spec"]["containers"][0]["env"]
+
+
+@pytest.mark.parametrize("build", [pod, pytorchjob, trainingjob], ids=["pod", "pytorchjob", "trainingjob"])
+def test_all_defaults_applied_twice_add_nothing(build):
+    bare = build()
+    for ptr in ("/spec/securityContext", "/spec/tolerations"):
+        bare = change(bare, ptr, DELETE) if build is pod else bare
+    policies = policy_set(*ALL_DEFAULTS)
+    first = evaluate(bare, policies)
+    once = jsonpatch.apply_patch(bare, first.patch)
+    second = evaluate(once, policies)
+    assert second.patch == []
+    assert all(r.outcome in (Outcome.PASS, Outcome.SKIP) for r in first.results)
+
+
+def test_patch_escapes_slashes_in_keys():
+    obj = change(pod(), "/spec/containers/0/resources/requests", DELETE)
+    obj = change(obj, "/spec/containers/0/resources/limits", {"nvidia.com/gpu": 1, "example.com/x~y": 1})
+    obj = change(obj, "/spec/containers/0/resources/requests", {"example.com/x~y": 1})
+    decision = decide(obj, "defaults.gpu-requests")
+    assert decision.patch == [
+        {"op": "add", "path": "/spec/containers/0/resources/requests/nvidia.com~1gpu", "value": 1}
+    ]
