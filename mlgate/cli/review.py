@@ -8,7 +8,7 @@ from typing import Any
 
 from mlgate.engine import PolicySet, evaluate
 from mlgate.loading.documents import Document
-from mlgate.loading.linemap import compose_with_lines, line_for
+from mlgate.loading.linemap import line_for, line_map
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate.model.results import Decision, Outcome
 
@@ -80,6 +80,6 @@ def _violations(document: Document, decision: Decision, with_lines: bool) -> lis
 
 def _line_map(document: Document) -> dict[str, int]:
     try:
-        return compose_with_lines(document.text, document.line)[1]
+        return line_map(document.text, document.line)
     except Exception:  # JSON documents and odd YAML: fall back to the document's first line
         return {"": document.line}

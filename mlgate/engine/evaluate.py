@@ -7,13 +7,11 @@ object as given and as mutated.
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any, Literal
 
-import jsonpatch
-
 from mlgate.engine.match import applies
+from mlgate.engine.patch import clone, diff, restore, snapshot
 from mlgate.engine.policyset import Binding, Policy, PolicySet
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate.model.results import Action, Decision, Finding, Outcome, RuleResult, Skipped, Unevaluable
@@ -49,7 +47,7 @@ def evaluate(
         for binding in policy.bindings:
             if binding.rule.check is not None:
                 results.append(_run_check(policy, binding, target, context))
-    patch = jsonpatch.make_patch(obj, mutated).patch if mutated is not obj else []
+    patch = diff(obj, mutated) if mutated is not obj else []
     decision = Decision(allowed=True, results=results, patch=patch, mutated=mutated)
     decision.allowed = not decision.violations
     return decision
@@ -64,28 +62,31 @@ def _mutate(
     )
     if not steps:
         return obj, []
-    current = copy.deepcopy(obj)
+    current: dict[str, Any] = clone(obj)
     changed: set[tuple[str, str]] = set()
     errors: dict[tuple[str, str], str] = {}
     for _ in range(MAX_MUTATION_ROUNDS):
-        before = copy.deepcopy(current)
+        round_changed = False
+        workload = extract(current, old_obj)
         for *_, policy, binding in steps:
             key = (policy.key, binding.rule.id)
-            if key in errors:
+            if key in errors or workload is None:
                 continue
-            snapshot = copy.deepcopy(current)
+            before = snapshot(current)
             try:
-                workload = extract(current, old_obj)
-                assert workload is not None
                 binding.rule.mutate(workload, binding.params, context)  # type: ignore[misc]
             except Exception as exc:  # a rule bug must not take the request down
                 log.exception("mutation %s/%s failed", policy.key, binding.rule.id)
                 errors[key] = f"{type(exc).__name__}: {exc}"
-                current = snapshot
+                current = restore(before)
+                workload = extract(current, old_obj)
                 continue
-            if current != snapshot:
+            if snapshot(current) != before:
                 changed.add(key)
-        if current == before:
+                round_changed = True
+                if not workload.live:
+                    workload = extract(current, old_obj)  # later rules see this rule's output
+        if not round_changed:
             break
     else:
         for *_, policy, binding in steps:

@@ -28,6 +28,12 @@ def lines_of(node: yaml.Node, base: str = "", first_line: int = 1) -> dict[str, 
     return found
 
 
+def line_map(text: str, first_line: int = 1) -> dict[str, int]:
+    """Only the pointer -> line map of a document (cheaper than parsing it again)."""
+    node = yaml.compose(text, Loader=SafeLoader)
+    return lines_of(node, "", first_line) if node is not None else {}
+
+
 def compose_with_lines(text: str, first_line: int = 1) -> tuple[Any, dict[str, int]]:
     node = yaml.compose(text, Loader=SafeLoader)
     if node is None:

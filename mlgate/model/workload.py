@@ -33,6 +33,7 @@ class PodTemplate:
     meta_pointer: str
     restart_policy_pointer: str | None = None
     main_container: str | None = None
+    live: bool = False  # spec and metadata are the user's own dicts, so writes show at once
 
     def path(self, *tokens: str | int) -> str:
         """Pointer, in the user's object, of a field given relative to the pod spec."""
@@ -72,6 +73,11 @@ class Workload:
     model_uri: tuple[str, str] | None = None  # (pointer, uri)
     gang_pointer: str | None = None  # where the kind keeps its own gang settings
     old_obj: dict[str, Any] | None = None
+
+    @property
+    def live(self) -> bool:
+        """Whether mutations show in this view without extracting it again."""
+        return all(t.live for t in self.templates)
 
     @property
     def total_replicas(self) -> int:

@@ -1,1 +1,467 @@
-"""placeholder"""
+"""Gang scheduling: each scheduler's pod markers, injected where unset, and sizes that can work.
+
+Markers on every pod template (group name = the workload's `metadata.name`; ml-domain reference §2):
+- volcano: annotation `scheduling.k8s.io/group-name` (`scheduling.volcano.sh/group-name` is read as the same),
+  annotation `scheduling.volcano.sh/queue-name` when a queue is set, `schedulerName: volcano`, and annotation
+  `scheduling.volcano.sh/group-min-member` when `minMember` is set (volcano-sh/apis scheduling/v1beta1/labels.go).
+- coscheduling: label `scheduling.x-k8s.io/pod-group`, `schedulerName: scheduler-plugins-scheduler` (the
+  secondary scheduler's name; scheduler-plugins apis/scheduling/v1alpha1).
+- kueue: label `kueue.x-k8s.io/queue-name` when a queue is set (also on a Job's or Kubeflow job's own labels,
+  which Kueue's job integrations read), label `kueue.x-k8s.io/pod-group-name` (also read as an annotation) and
+  annotation `kueue.x-k8s.io/pod-group-total-count` = pods in the group, as a string (Kueue plain_pods.md);
+  the scheduler name is left alone.
+- yunikorn: label `yunikorn.apache.org/app-id` = `<namespace>-<name>` (app ids are cluster-wide; `applicationId`
+  and the annotation are read as the same), label `yunikorn.apache.org/queue` (or `queue`, or the annotation),
+  annotation `yunikorn.apache.org/task-group-name` = the role, annotation `yunikorn.apache.org/task-groups` = JSON
+  `[{"name","minMember","minResource"}]`, one group per role with minMember = its replicas and minResource = one
+  pod's requests; `schedulerName: yunikorn` (yunikorn-k8shim constants.go, amprotocol.go TaskGroup).
+- kai: label `kai.scheduler/queue` when a queue is set (also on Job/Kubeflow labels, as KAI's docs/batch
+  examples do), `schedulerName: kai-scheduler`; KAI's pod grouper creates the PodGroup itself.
+Job level: TrainingJob `spec.scheduling.{gang,scheduler,queue,minMember}`; Kubeflow
+`spec.runPolicy.schedulingPolicy.{minAvailable,queue}` (training-operator v1.9 builds Volcano and coscheduling
+PodGroups from them; minAvailable defaults to all replicas).
+Roles that share one pod template (a TrainingJob's) form one group whose name joins the roles. Label values
+longer than 63 characters are cut to 54 plus a hash. gang.size reads every scheduler's markers; gang.immutable
+compares them, and the job-level settings, between the old and the new object on UPDATE.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from mlgate.model import pointer
+from mlgate.model.results import Finding, Skipped
+from mlgate.model.workload import PodTemplate, Workload, ensure
+from mlgate.rules.common import quantity
+from mlgate.rules.registry import Context, NoParams, Params, check, mutation
+from mlgate.workloads.extract import REPLICA_SPECS, extract
+
+LABELS, ANNOTATIONS = "labels", "annotations"
+VOLCANO_GROUP = "scheduling.k8s.io/group-name"
+VOLCANO_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"
+KUEUE_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
+YUNIKORN_APP = "yunikorn.apache.org/app-id"
+YUNIKORN_TASK_GROUP = "yunikorn.apache.org/task-group-name"
+YUNIKORN_TASK_GROUPS = "yunikorn.apache.org/task-groups"
+KAI_QUEUE = "kai.scheduler/queue"
+
+Key = tuple[str, str]  # (labels | annotations, key)
+Aliases = tuple[Key, ...]  # the first is the one gang.inject writes
+GROUP: dict[str, Aliases] = {
+    "volcano": ((ANNOTATIONS, VOLCANO_GROUP), (ANNOTATIONS, "scheduling.volcano.sh/group-name")),
+    "coscheduling": ((LABELS, "scheduling.x-k8s.io/pod-group"),),
+    "kueue": ((LABELS, KUEUE_GROUP), (ANNOTATIONS, KUEUE_GROUP)),
+    "yunikorn": ((LABELS, YUNIKORN_APP), (LABELS, "applicationId"), (ANNOTATIONS, YUNIKORN_APP)),
+    "kai": ((ANNOTATIONS, "pod-group-name"),),
+}
+QUEUE: dict[str, Aliases] = {
+    "volcano": ((ANNOTATIONS, "scheduling.volcano.sh/queue-name"),),
+    "kueue": ((LABELS, KUEUE_QUEUE),),
+    "yunikorn": ((LABELS, "yunikorn.apache.org/queue"), (LABELS, "queue"), (ANNOTATIONS, "yunikorn.apache.org/queue")),
+    "kai": ((LABELS, KAI_QUEUE),),
+}
+OTHER: Aliases = ((ANNOTATIONS, VOLCANO_MIN_MEMBER), (ANNOTATIONS, KUEUE_TOTAL),
+                  (ANNOTATIONS, YUNIKORN_TASK_GROUP), (ANNOTATIONS, YUNIKORN_TASK_GROUPS))
+MARKERS: Aliases = tuple(dict.fromkeys([*(k for a in GROUP.values() for k in a),
+                                        *(k for a in QUEUE.values() for k in a), *OTHER]))
+SCHEDULER_NAMES = {"volcano": "volcano", "coscheduling": "scheduler-plugins-scheduler", "yunikorn": "yunikorn",
+                   "kai": "kai-scheduler", "kueue": None}
+JOB_QUEUE_LABELS = {"kueue": KUEUE_QUEUE, "kai": KAI_QUEUE}  # also read from the job's own labels
+JOB_KINDS = ("Job", *REPLICA_SPECS)
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+FIXED = "gang settings are fixed once the job exists; delete and recreate the job to change them"
+
+
+@dataclass
+class Unit:
+    """Pod templates that share one metadata block: a Kubeflow role, a Job, or all roles of a TrainingJob."""
+
+    templates: list[PodTemplate]
+
+    @property
+    def first(self) -> PodTemplate:
+        return self.templates[0]
+
+    @property
+    def replicas(self) -> int:
+        return sum(t.replicas for t in self.templates)
+
+    @property
+    def roles(self) -> str:
+        return " and ".join(t.role for t in self.templates)
+
+    @property
+    def task_group(self) -> str:
+        return "-".join(t.role.lower() for t in self.templates)
+
+    def get(self, key: Key) -> str | None:
+        section = self.first.metadata.get(key[0])
+        value = section.get(key[1]) if isinstance(section, dict) else None
+        return None if value is None else str(value)
+
+    def find(self, aliases: Aliases) -> tuple[Key, str] | None:
+        return next(((k, v) for k in aliases if (v := self.get(k)) is not None), None)
+
+    def value(self, aliases: Aliases) -> str | None:
+        hit = self.find(aliases)
+        return hit[1] if hit else None
+
+    def at(self, key: Key) -> str:
+        return pointer.join(self.first.meta_pointer, *key)
+
+
+def units(workload: Workload) -> list[Unit]:
+    grouped: dict[str, Unit] = {}
+    for template in workload.templates:
+        grouped.setdefault(template.meta_pointer, Unit([])).templates.append(template)
+    return list(grouped.values())
+
+
+# --- gang.inject ------------------------------------------------------------------------------
+
+
+class GangParams(Params):
+    scheduler: Literal["volcano", "coscheduling", "kueue", "yunikorn", "kai"]
+    queue: str | None = None
+    scheduler_name: str | None = Field(default=None, min_length=1, description="override the scheduler's name")
+    min_member: int | None = Field(default=None, ge=1, description="unset: every pod of the job")
+
+    @field_validator("queue")
+    @classmethod
+    def _queue_is_label_value(cls, value: str | None) -> str | None:
+        if value is not None and not _LABEL_VALUE.match(value):
+            raise ValueError("must be a valid label value (63 characters or fewer, alphanumerics, '-', '_', '.')")
+        return value
+
+
+@mutation("gang.inject", "set the chosen gang scheduler's markers on every pod template", GangParams, order=50)
+def inject(workload: Workload, params: GangParams, context: Context) -> None:
+    """CREATE only: a running gang is never regrouped (gang.immutable), and Job templates are immutable."""
+    total = workload.total_replicas
+    if context.operation != "CREATE" or not (workload.obj.get("metadata") or {}).get("name") or total < 1:
+        return
+    if not _opted_in(workload, params):
+        return
+    all_units = units(workload)
+    scheduler_name = params.scheduler_name or SCHEDULER_NAMES[params.scheduler]
+    for unit in all_units:
+        _set_missing(unit, _pod_markers(workload, params, unit, all_units))
+        if scheduler_name and not unit.first.spec.get("schedulerName"):
+            unit.first.pod_target()["schedulerName"] = scheduler_name
+    label = JOB_QUEUE_LABELS.get(params.scheduler)
+    if label and params.queue and workload.kind in JOB_KINDS and label not in workload.labels:
+        ensure(ensure(workload.obj, "metadata"), "labels")[label] = params.queue
+    _set_job_settings(workload, params, min(params.min_member or total, total))
+
+
+def _opted_in(workload: Workload, params: GangParams) -> bool:
+    """A TrainingJob that says `gang: false`, or names another scheduler, is left alone."""
+    if workload.kind != "TrainingJob" or not workload.gang_pointer:
+        return True
+    current = workload.at(workload.gang_pointer)
+    if not isinstance(current, dict):
+        return True
+    return current.get("gang") is not False and current.get("scheduler") in (None, params.scheduler)
+
+
+def _pod_markers(workload: Workload, params: GangParams, unit: Unit, everyone: list[Unit]) -> list[tuple[Aliases, str]]:
+    name, scheduler = workload.name, params.scheduler
+    wanted: list[tuple[Aliases, str]] = []
+    if params.queue and scheduler in QUEUE:
+        wanted.append((QUEUE[scheduler], params.queue))
+    if scheduler == "volcano":
+        wanted.append((GROUP["volcano"], name))
+        if params.min_member:
+            minimum = min(params.min_member, workload.total_replicas)
+            wanted.append((((ANNOTATIONS, VOLCANO_MIN_MEMBER),), str(minimum)))
+    elif scheduler == "coscheduling":
+        wanted.append((GROUP["coscheduling"], label_value(name)))
+    elif scheduler == "kueue":
+        wanted += [(GROUP["kueue"], label_value(name)), (((ANNOTATIONS, KUEUE_TOTAL),), str(workload.total_replicas))]
+    elif scheduler == "yunikorn":
+        app = f"{workload.namespace}-{name}" if workload.namespace else name
+        wanted += [(GROUP["yunikorn"], label_value(app)),
+                   (((ANNOTATIONS, YUNIKORN_TASK_GROUP),), unit.task_group),
+                   (((ANNOTATIONS, YUNIKORN_TASK_GROUPS),), task_groups_json(everyone))]
+    return wanted
+
+
+def _set_missing(unit: Unit, wanted: list[tuple[Aliases, str]]) -> None:
+    """Write each marker none of whose aliases is set; never touch a value the user wrote."""
+    missing = [(aliases[0], value) for aliases, value in wanted if unit.find(aliases) is None]
+    if not missing:
+        return
+    meta = unit.first.meta_target()
+    for (section, key), value in missing:
+        ensure(meta, section)[key] = value
+
+
+def _set_job_settings(workload: Workload, params: GangParams, min_member: int) -> None:
+    wanted: dict[str, Any] = {}
+    if workload.kind == "TrainingJob":
+        wanted = {"gang": True, "scheduler": params.scheduler, "minMember": min_member}
+        if params.queue and params.scheduler in QUEUE:
+            wanted["queue"] = params.queue
+    elif workload.kind in REPLICA_SPECS and params.scheduler in ("volcano", "coscheduling"):
+        wanted = {"minAvailable": min_member}
+        if params.queue and params.scheduler == "volcano":
+            wanted["queue"] = params.queue
+    if not wanted or not workload.gang_pointer:
+        return
+    current = workload.at(workload.gang_pointer)
+    missing = {k: v for k, v in wanted.items() if not isinstance(current, dict) or current.get(k) is None}
+    if missing:
+        node = workload.obj
+        for token in pointer.split(workload.gang_pointer):
+            node = ensure(node, token)
+        node.update(missing)
+
+
+def label_value(text: str) -> str:
+    """`text` if it is a valid label value, else a 63-character prefix made unique with a hash."""
+    if len(text) <= 63:
+        return text
+    return text[:54].rstrip("-_.") + "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def task_groups_json(all_units: list[Unit]) -> str:
+    groups = [{"name": u.task_group, "minMember": u.replicas, "minResource": min_resource(u)}
+              for u in all_units if u.replicas > 0]
+    return json.dumps(groups, separators=(",", ":"))
+
+
+def min_resource(unit: Unit) -> dict[str, str]:
+    """One pod's effective requests (largest across the unit's templates): YuniKorn's placeholder size."""
+    best: dict[str, Decimal] = {}
+    for template in unit.templates:
+        for resource, amount in _pod_requests(template).items():
+            best[resource] = max(amount, best.get(resource, amount))
+    return {resource: _text(amount) for resource, amount in sorted(best.items())}
+
+
+def _pod_requests(template: PodTemplate) -> dict[str, Decimal]:
+    """Regular containers (and restartable init sidecars) add up; other init containers run one at a time."""
+    running: dict[str, Decimal] = {}
+    peak: dict[str, Decimal] = {}
+    for key, _, container in template.regular_containers():
+        together = key == "containers" or container.get("restartPolicy") == "Always"
+        resources = _dict(container.get("resources"))
+        merged = {**_dict(resources.get("limits")), **_dict(resources.get("requests"))}  # requests default to limits
+        for resource, amount in ((str(r), quantity(v)) for r, v in merged.items()):
+            if amount is not None and together:
+                running[resource] = running.get(resource, Decimal(0)) + amount
+            elif amount is not None:
+                peak[resource] = max(amount, peak.get(resource, amount))
+    return {r: max(running.get(r, Decimal(0)), peak.get(r, Decimal(0))) for r in running.keys() | peak.keys()}
+
+
+def _text(number: Decimal) -> str:
+    for suffix, unit in (("Gi", 2**30), ("Mi", 2**20)):
+        if number >= unit and number % unit == 0:
+            return f"{int(number / unit)}{suffix}"
+    return str(int(number)) if number == number.to_integral_value() else f"{int(number * 1000)}m"
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+# --- gang.size --------------------------------------------------------------------------------
+
+
+@check("gang.size", "gang minimums fit the job's pods; group names and counts agree", NoParams)
+def size(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+    all_units = units(workload)
+    name = "minMember" if workload.kind == "TrainingJob" else "minAvailable"
+    ptr = f"{workload.gang_pointer}/{name}" if workload.gang_pointer else None
+    minimum = workload.at(ptr) if ptr else None
+    if minimum is None and not any(u.find(MARKERS) for u in all_units):
+        return Skipped("no gang scheduling settings")
+    findings = list(_group_findings(all_units))
+    if ptr and minimum is not None:
+        findings += _minimum(ptr, name, minimum, workload.total_replicas, _who(all_units))
+    for unit in all_units:
+        if (value := unit.get((ANNOTATIONS, VOLCANO_MIN_MEMBER))) is not None:
+            members = [u for u in all_units if u.value(GROUP["volcano"]) == unit.value(GROUP["volcano"])]
+            findings += _minimum(unit.at((ANNOTATIONS, VOLCANO_MIN_MEMBER)), f"{VOLCANO_MIN_MEMBER} on {unit.roles} "
+                                 "pods", value, sum(u.replicas for u in members), _who(members))
+    findings += _kueue_findings(all_units)
+    findings += _yunikorn_findings(all_units)
+    return findings
+
+
+def _minimum(ptr: str, what: str, value: Any, pods: int, who: str) -> list[Finding]:
+    number = _whole(value)
+    if number is None or number < 1:
+        return [Finding(ptr, "gang minimum not a positive integer", f"{what} is {_show(value)}",
+                        "use a whole number ≥ 1")]
+    if number > pods:
+        return [Finding(ptr, "gang minimum exceeds pods", f"{what} is {number} but the group has {pods} pods ({who})",
+                        f"lower it to at most {pods}, or add replicas")]
+    return []
+
+
+def _group_findings(all_units: list[Unit]) -> Iterator[Finding]:
+    live = [u for u in all_units if u.replicas > 0]
+    for scheduler, aliases in GROUP.items():
+        found = [(u, u.find(aliases)) for u in live]
+        first = next(((u, f) for u, f in found if f is not None), None)
+        if first is None:
+            continue
+        ref_unit, (ref_key, ref) = first
+        for unit, hit in found:
+            if hit is None:
+                yield Finding(unit.at(ref_key), "gang group differs",
+                              f'{unit.roles} pods have no {ref_key[1]} but {ref_unit.roles} pods are in {scheduler} '
+                              f'group "{ref}"', f'set {ref_key[1]}: "{ref}" on every role')
+            elif hit[1] != ref:
+                yield Finding(unit.at(hit[0]), "gang group differs",
+                              f'{unit.roles} pods are in {scheduler} group "{hit[1]}" but {ref_unit.roles} pods in '
+                              f'"{ref}"', f'use one group name ("{ref}") for every role of the job')
+
+
+def _kueue_findings(all_units: list[Unit]) -> Iterator[Finding]:
+    for unit in all_units:
+        hit = unit.find(GROUP["kueue"])
+        if hit is None:
+            continue
+        members = [u for u in all_units if u.value(GROUP["kueue"]) == hit[1]]
+        pods = sum(u.replicas for u in members)
+        count = unit.get((ANNOTATIONS, KUEUE_TOTAL))
+        if count is None:
+            yield Finding(unit.at(hit[0]), "kueue total count missing",
+                          f'{unit.roles} pods are in Kueue pod group "{hit[1]}" without annotation {KUEUE_TOTAL}',
+                          f'add annotation {KUEUE_TOTAL}: "{pods}"')
+        elif _whole(count) != pods:
+            yield Finding(unit.at((ANNOTATIONS, KUEUE_TOTAL)), "kueue total count differs",
+                          f'{KUEUE_TOTAL} is "{count}" but pod group "{hit[1]}" has {pods} pods ({_who(members)})',
+                          f'set it to "{pods}"')
+
+
+def _yunikorn_findings(all_units: list[Unit]) -> Iterator[Finding]:
+    definition: tuple[Unit, dict[str, int]] | None = None
+    key, invalid = (ANNOTATIONS, YUNIKORN_TASK_GROUPS), False
+    for unit in all_units:
+        raw = unit.get(key)
+        if raw is None:
+            continue
+        groups, problem = parse_task_groups(raw)
+        if problem:
+            invalid = True
+            yield Finding(unit.at(key), "task groups invalid", f"{YUNIKORN_TASK_GROUPS} on {unit.roles} pods {problem}",
+                          'write a JSON array of {"name": ..., "minMember": ..., "minResource": {...}} objects')
+        elif definition is None:
+            definition = (unit, groups)
+        elif groups != definition[1]:
+            yield Finding(unit.at(key), "task groups differ", f"{unit.roles} pods define other task groups than "
+                          f"{definition[0].roles} pods", "put the same task-groups annotation on every role")
+    members: dict[str, list[Unit]] = {}
+    for unit in all_units:
+        if (name := unit.get((ANNOTATIONS, YUNIKORN_TASK_GROUP))) is not None:
+            members.setdefault(name, []).append(unit)
+            if not invalid and (definition is None or name not in definition[1]):
+                yield Finding(unit.at((ANNOTATIONS, YUNIKORN_TASK_GROUP)), "task group not defined",
+                              f'{unit.roles} pods name task group "{name}", which no {YUNIKORN_TASK_GROUPS} defines',
+                              f"define it in {YUNIKORN_TASK_GROUPS}")
+    if definition is not None:
+        for name, minimum in definition[1].items():
+            pods = sum(u.replicas for u in members.get(name, []))
+            if minimum > pods:
+                yield Finding(definition[0].at(key), "gang minimum exceeds pods",
+                              f'task group "{name}" needs minMember {minimum} but {pods} pods carry '
+                              f'{YUNIKORN_TASK_GROUP}: "{name}"', f"lower minMember to at most {pods}, or add replicas")
+
+
+def parse_task_groups(raw: str) -> tuple[dict[str, int], str | None]:
+    """Task-group name → minMember, or the reason the annotation is unusable."""
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        return {}, f"is not JSON ({exc})"
+    if not isinstance(data, list) or not data:
+        return {}, "is not a non-empty JSON array"
+    groups: dict[str, int] = {}
+    for index, item in enumerate(data):
+        name = item.get("name") if isinstance(item, dict) else None
+        minimum = item.get("minMember") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name:
+            return {}, f"has item {index} without a name"
+        if name in groups:
+            return {}, f'defines task group "{name}" twice'
+        if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 0:
+            return {}, f'gives task group "{name}" minMember {_show(minimum)}, not a whole number ≥ 0'
+        if not isinstance(item.get("minResource", {}), dict):
+            return {}, f'gives task group "{name}" a minResource that is not an object'
+        groups[name] = minimum
+    return groups, None
+
+
+def _whole(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, str) and value.strip().isdigit() else None
+
+
+def _who(members: list[Unit]) -> str:
+    return ", ".join(f"{u.roles} ×{u.replicas}" for u in members)
+
+
+# --- gang.immutable ---------------------------------------------------------------------------
+
+
+@check("gang.immutable", "gang group, count, minimum and queue do not change on update", NoParams)
+def immutable(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+    if context.operation != "UPDATE":
+        return Skipped("not an update")
+    old = extract(workload.old_obj) if workload.old_obj is not None else None
+    if old is None:
+        return Skipped("no old object to compare with")
+    before, after = settings(old), settings(workload)
+    findings = []
+    for ptr in sorted(set(before) | set(after)):
+        was, now = before.get(ptr), after.get(ptr)
+        if was is not None and now is not None and was[1] == now[1]:
+            continue
+        what = (now or was or ("", None))[0]
+        if was is None:
+            detail = f"{what} was added ({_show(now[1] if now else None)})"
+        elif now is None:
+            detail = f"{what} was removed (was {_show(was[1])})"
+        else:
+            detail = f"{what} changed from {_show(was[1])} to {_show(now[1])}"
+        findings.append(Finding(ptr, "gang setting changed", detail, FIXED))
+    return findings
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value)
+
+
+def settings(workload: Workload) -> dict[str, tuple[str, Any]]:
+    """Every gang setting the workload carries: pointer → (what it is, value)."""
+    out: dict[str, tuple[str, Any]] = {}
+    for unit in units(workload):
+        for key in MARKERS:
+            if (value := unit.get(key)) is not None:
+                out[unit.at(key)] = (f"{key[0][:-1]} {key[1]} of {unit.roles} pods", value)
+    for label in JOB_QUEUE_LABELS.values():
+        if label in workload.labels:
+            out.setdefault(pointer.join("/metadata/labels", label), (f"label {label}", workload.labels[label]))
+    if workload.gang_pointer:
+        for name in ("gang", "scheduler", "queue", "minMember", "minAvailable"):
+            ptr = workload.gang_pointer + "/" + name
+            if (value := workload.at(ptr)) is not None:
+                out[ptr] = (ptr[1:].replace("/", "."), value)
+    return out

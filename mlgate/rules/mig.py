@@ -1,1 +1,289 @@
-"""placeholder"""
+"""NVIDIA MIG devices: profiles that exist, and nodes that offer them.
+
+Fields: `resources.limits` / `resources.requests` of init and regular containers, for `nvidia.com/mig-<profile>`
+(the k8s-device-plugin "mixed" strategy; `+` written as `.`, e.g. `nvidia.com/mig-1g.10gb.me`) and, for the
+"single" strategy, `nvidia.com/gpu` together with a pod `nodeSelector` or required node affinity (`In`) on
+`nvidia.com/gpu.product` whose value ends in `-MIG-<profile>` (e.g. `NVIDIA-A100-SXM4-40GB-MIG-1g.5gb`).
+Allowed values: profiles of the GPU models in `mig_tables` (NVIDIA MIG user guide, mig-parted config-default.yaml).
+Strategies (k8s-device-plugin `internal/lm/mig-strategy.go`, `internal/rm/rm.go`): under "single" every MIG device
+is `nvidia.com/gpu` and the profile shows only in the product label; under "mixed" there is one resource per
+profile and the product label names the whole GPU.
+`mig.node-inventory` reads Node objects from the cluster facts: `status.allocatable` (what the device plugin
+advertises) and `metadata.labels` (GPU feature discovery), and matches them against the pod's node selection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from pydantic import Field
+
+from mlgate.model.results import Finding, Skipped
+from mlgate.model.workload import PodTemplate, Workload
+from mlgate.rules.common import container_label, gpu_resources, quantity
+from mlgate.rules.mig_layout import closest, describe
+from mlgate.rules.mig_tables import (
+    MEDIA_SUFFIX,
+    MIG_RESOURCE_PREFIX,
+    MODELS,
+    ModelKey,
+    models_with,
+    profile_of_resource,
+    resource_name,
+)
+from mlgate.rules.registry import Context, NoParams, Params, check
+
+FULL_GPU = "nvidia.com/gpu"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+MIG_MARK = "-MIG-"
+SHARED_SUFFIX = "-SHARED"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+ALL_MODELS: list[ModelKey] = list(get_args(ModelKey))
+
+
+@dataclass
+class Ask:
+    """One container's request for one device resource."""
+
+    key: str
+    index: int
+    container: dict[str, Any]
+    resource: str
+    section: str
+    count: int
+
+    def path(self, template: PodTemplate) -> str:
+        return template.path(self.key, self.index, "resources", self.section, self.resource)
+
+    @property
+    def label(self) -> str:
+        return container_label(self.key, self.container)
+
+
+class ProfileParams(Params):
+    gpu_models: list[ModelKey] = Field(default_factory=lambda: list(ALL_MODELS), min_length=1)
+    strategy: Literal["mixed", "single", "any"] = "any"
+
+
+@check("mig.profile-exists", "MIG profiles asked for exist on the GPU models named", ProfileParams)
+def profile_exists(workload: Workload, params: ProfileParams, context: Context) -> list[Finding] | Skipped:
+    findings: list[Finding] = []
+    seen = False
+    for template in workload.templates:
+        asks, products = asks_of(template, with_full_gpu=False), mig_products(template)
+        seen = seen or bool(asks or products)
+        findings += [f for a in asks if (f := _resource_finding(template, a, params))]
+        findings += [f for path, value in products if (f := _selector_finding(path, value, asks, params))]
+    return findings if seen else Skipped("no MIG resources or MIG product selectors")
+
+
+def _resource_finding(template: PodTemplate, ask: Ask, params: ProfileParams) -> Finding | None:
+    profile = profile_of_resource(ask.resource) or ""
+    if params.strategy == "single":
+        return Finding(ask.path(template), "mig resource under single strategy",
+                       f"{ask.label} asks for {ask.resource}; with the single MIG strategy every MIG device "
+                       f"is {FULL_GPU}",
+                       f"ask for {FULL_GPU} and select the profile with nodeSelector {PRODUCT_LABEL}: "
+                       f"<GPU>{MIG_MARK}{profile}")
+    if models_with(profile, params.gpu_models):
+        return None
+    return Finding(ask.path(template), "unknown mig profile",
+                   f"{ask.label} asks for {ask.resource}, a profile {_scope(params)} offers",
+                   f"use one of: {', '.join(resource_name(p) for p in _closest(profile, params))}")
+
+
+def _selector_finding(path: str, value: str, migs: list[Ask], params: ProfileParams) -> Finding | None:
+    profile = product_profile(value) or ""
+    if params.strategy == "mixed":
+        return Finding(path, "mig strategy mismatch",
+                       f"{PRODUCT_LABEL}={value} is a single-strategy MIG product; under the mixed strategy "
+                       "the label names the whole GPU",
+                       f"ask for {resource_name(profile)} instead of {FULL_GPU} and drop the {MIG_MARK} selector")
+    if not models_with(profile, params.gpu_models):
+        return Finding(path, "unknown mig profile",
+                       f"{PRODUCT_LABEL}={value} names MIG profile {profile!r}, which {_scope(params)} offers",
+                       f"end the value with {MIG_MARK}<profile>, one of: {', '.join(_closest(profile, params))}")
+    if params.strategy == "any" and migs:
+        return Finding(path, "mig strategies mixed",
+                       f"{PRODUCT_LABEL}={value} selects single-strategy nodes, but {migs[0].label} asks for "
+                       f"{migs[0].resource}, which only mixed-strategy nodes offer",
+                       f"either ask for {FULL_GPU} on {value} nodes, or drop the selector")
+    return None
+
+
+def _scope(params: ProfileParams) -> str:
+    if set(params.gpu_models) == set(ALL_MODELS):
+        return "no GPU model mlgate knows"
+    return "none of " + ", ".join(MODELS[k].title for k in params.gpu_models)
+
+
+def _closest(profile: str, params: ProfileParams) -> list[str]:
+    return closest(profile, [MODELS[k] for k in params.gpu_models])
+
+
+@check("mig.node-inventory", "some node offers the MIG devices a pod asks for, in the numbers asked", NoParams)
+def node_inventory(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+    if not context.facts.known:
+        return Skipped("no cluster facts")
+    nodes = list(context.facts.nodes())
+    if not nodes:
+        return Skipped("no nodes in cluster facts")
+    plans = [(t, products, asks_of(t, with_full_gpu=bool(products)))
+             for t in workload.templates for products in [mig_products(t)]]
+    if not any(asks for _, _, asks in plans):
+        return Skipped("no MIG devices asked for")
+    return [f for t, products, asks in plans if asks for f in _inventory(t, products, asks, nodes)]
+
+
+def _inventory(
+    template: PodTemplate, products: list[tuple[str, str]], asks: list[Ask], nodes: Sequence[Mapping[str, Any]]
+) -> Iterator[Finding]:
+    candidates = [n for n in nodes if selects(template.spec, _labels(n))]
+    if products and not candidates:
+        path, value = products[0]
+        yield Finding(path, "no node has mig product",
+                      f"no node is labelled {PRODUCT_LABEL}={value} and matches the pod's other node selection",
+                      "select a product that nodes have, or have the MIG manager apply a layout with it "
+                      "(node label nvidia.com/mig.config)")
+        return
+    scope = "" if len(candidates) == len(nodes) else f" the pod may run on ({len(candidates)} of {len(nodes)})"
+    fits = True
+    for ask in asks:
+        most = max((allocatable(n, ask.resource) for n in candidates), default=0)
+        if most == 0:
+            offered = sorted({r for n in candidates for r in _allocatable_map(n) if r.startswith(MIG_RESOURCE_PREFIX)})
+            instead = f"ask for one of {', '.join(offered)}" if offered else "select nodes that offer MIG devices"
+            yield Finding(ask.path(template), "mig devices not offered",
+                          f"{ask.label} asks for {ask.resource}, which no node{scope} advertises",
+                          f"{instead}, or have the MIG manager apply a layout with this profile "
+                          "(node label nvidia.com/mig.config)")
+            fits = False
+        elif ask.count > most:
+            yield Finding(ask.path(template), "more mig devices than any node has",
+                          f"{ask.label} asks for {ask.count} {ask.resource}; the most any node{scope} offers is {most}",
+                          "ask for fewer and spread the work across more pods")
+            fits = False
+    need = pod_demand(asks)
+    if fits and not any(all(allocatable(n, r) >= c for r, c in need.items()) for n in candidates):
+        who = "the pod needs" if template.role == "pod" else f"each {template.role} pod needs"
+        yield Finding(template.path("containers"), "no node fits the pod's mig devices",
+                      f"{who} {describe(need)} on one node; no node{scope} has them all",
+                      "ask for fewer devices per pod, or for profiles that share a node")
+
+
+def asks_of(template: PodTemplate, with_full_gpu: bool) -> list[Ask]:
+    """MIG requests (and `nvidia.com/gpu` too, for single-strategy pods) of init and regular containers."""
+    asks: list[Ask] = []
+    for key, index, container in template.regular_containers():
+        limits, requests = gpu_resources(container, "limits"), gpu_resources(container, "requests")
+        for resource in sorted(set(limits) | set(requests)):
+            if not (resource.startswith(MIG_RESOURCE_PREFIX) or (with_full_gpu and resource == FULL_GPU)):
+                continue
+            section = "limits" if resource in limits else "requests"
+            number = quantity((limits if resource in limits else requests)[resource])
+            if number is not None and number > 0 and number == number.to_integral_value():
+                asks.append(Ask(key, index, container, resource, section, int(number)))
+    return asks
+
+
+def pod_demand(asks: list[Ask]) -> dict[str, int]:
+    """Per resource, what the pod holds at once: regular containers together, init containers one at a time."""
+    need: dict[str, int] = {}
+    for resource in {a.resource for a in asks}:
+        regular = sum(a.count for a in asks if a.resource == resource and a.key == "containers")
+        init = max((a.count for a in asks if a.resource == resource and a.key == "initContainers"), default=0)
+        need[resource] = max(regular, init)
+    return need
+
+
+def mig_products(template: PodTemplate) -> list[tuple[str, str]]:
+    """(path, value) of every single-strategy MIG product the pod's node selection requires."""
+    found: list[tuple[str, str]] = []
+    selector = template.spec.get("nodeSelector")
+    if isinstance(selector, dict) and MIG_MARK in str(selector.get(PRODUCT_LABEL, "")):
+        found.append((template.path("nodeSelector", PRODUCT_LABEL), str(selector[PRODUCT_LABEL])))
+    for t, term in enumerate(required_terms(template.spec)):
+        for e, expr in enumerate(_list(term.get("matchExpressions"))):
+            if isinstance(expr, dict) and expr.get("key") == PRODUCT_LABEL and expr.get("operator") == "In":
+                for v, value in enumerate(_list(expr.get("values"))):
+                    if MIG_MARK in str(value):
+                        found.append((template.path("affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms", t,
+                                                    "matchExpressions", e, "values", v), str(value)))
+    return found
+
+
+def product_profile(value: str) -> str | None:
+    """`NVIDIA-A100-SXM4-40GB-MIG-1g.5gb` -> `1g.5gb`; the `-SHARED` suffix and a sanitized `+me` are undone."""
+    if MIG_MARK not in value:
+        return None
+    profile = value.rsplit(MIG_MARK, 1)[1].removesuffix(SHARED_SUFFIX)
+    if profile.endswith("gbme"):  # GFD drops "+" from label values
+        profile = profile[: -len("me")] + MEDIA_SUFFIX
+    return profile
+
+
+def required_terms(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    required = _dict(_dict(_dict(spec.get("affinity")).get("nodeAffinity")).get(REQUIRED))
+    return [t for t in _list(required.get("nodeSelectorTerms")) if isinstance(t, dict)]
+
+
+def selects(spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a node with `labels` satisfies the pod's nodeSelector and required node affinity."""
+    selector = _dict(spec.get("nodeSelector"))
+    if any(labels.get(str(k)) != str(v) for k, v in selector.items()):
+        return False
+    terms = required_terms(spec)
+    return not terms or any(_term_matches(t, labels) for t in terms)
+
+
+def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    expressions = [e for e in _list(term.get("matchExpressions")) if isinstance(e, dict)]
+    if not expressions:
+        return bool(term.get("matchFields"))  # an empty term matches no node; fields are not checked here
+    return all(_expression_matches(e, labels) for e in expressions)
+
+
+def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, operator = str(expr.get("key", "")), expr.get("operator")
+    values = [str(v) for v in _list(expr.get("values"))]
+    if operator == "In":
+        return labels.get(key) in values
+    if operator == "NotIn":
+        return labels.get(key) not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    if operator in ("Gt", "Lt"):
+        label = labels.get(key)
+        if label is None or len(values) != 1 or not (_is_int(label) and _is_int(values[0])):
+            return False
+        return int(label) > int(values[0]) if operator == "Gt" else int(label) < int(values[0])
+    return True  # an operator mlgate does not know never rules a node out
+
+
+def allocatable(node: Mapping[str, Any], resource: str) -> int:
+    number = quantity(_allocatable_map(node).get(resource, 0))
+    return int(number) if number is not None and number > 0 else 0
+
+
+def _allocatable_map(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _dict(_dict(node.get("status")).get("allocatable"))
+
+
+def _labels(node: Mapping[str, Any]) -> Mapping[str, str]:
+    return {str(k): str(v) for k, v in _dict(_dict(node.get("metadata")).get("labels")).items()}
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _is_int(value: str) -> bool:
+    return value.removeprefix("-").isdigit()

@@ -1,1 +1,208 @@
-"""placeholder"""
+"""Pod Security Standards: the baseline and restricted profiles, as pod-security-admission enforces them.
+
+Implements https://kubernetes.io/docs/concepts/security/pod-security-standards/ by following the code of
+kubernetes/kubernetes `staging/src/k8s.io/pod-security-admission/policy/check_*.go`; the checks themselves
+(fields, allowed values, versions) are in `pod_security_checks.py`, one function per PSA check ID.
+
+Rules:
+- `pod-security.baseline`: hostNamespaces, privileged, capabilities_baseline, hostPathVolumes, hostPorts,
+  hostProbesAndHostLifecycle (v1.34+), appArmorProfile (field and beta annotation), seLinuxOptions,
+  procMount, seccompProfile_baseline, sysctls, windowsHostProcess.
+- `pod-security.restricted`: baseline plus restrictedVolumes, allowPrivilegeEscalation, runAsNonRoot,
+  runAsUser, seccompProfile_restricted, capabilities_restricted, procMount_restricted; as in PSA, a
+  restricted check replaces the baseline check it overrides (restrictedVolumes → hostPathVolumes,
+  seccompProfile_restricted → seccompProfile_baseline, capabilities_restricted → capabilities_baseline,
+  procMount_restricted → procMount).
+Both look at every init, regular and ephemeral container, and at the pod template's annotations.
+Windows pods (`spec.os.name: windows`) skip allowPrivilegeEscalation, seccompProfile_restricted and
+capabilities_restricted from v1.25; `hostUsers: false` skips runAsNonRoot, runAsUser and baseline
+procMount from v1.35 (restricted still requires procMount Default).
+
+Params (both rules, YAML camelCase):
+- `version`: "latest" (default) or "v1.N", N ≥ 22, like the `pod-security.kubernetes.io/enforce-version`
+  label. It gates what PSA versions: the safe sysctls (v1.27, v1.29, v1.32, v1.37), SELinux
+  `container_engine_t` (v1.31), hostProbesAndHostLifecycle (v1.34), runAsUser (v1.23), the Windows
+  exemptions (v1.25) and the hostUsers relaxations (v1.35). Versions above v1.37 behave as "latest".
+- `exceptions`: named, narrow exceptions; each one widens exactly one check and nothing else:
+    capabilities: [IPC_LOCK, SYS_RESOURCE]   # also allowed in capabilities.add (baseline and restricted);
+                                             # drop: ["ALL"] is still required. "ALL" cannot be named.
+    hostPathPrefixes: ["/dev/infiniband"]    # hostPath volumes at or under these absolute paths are allowed
+                                             # (hostPathVolumes, and hostPath in restrictedVolumes). Not "/".
+    sysctls: [kernel.msgmax]                 # also-safe sysctl names (sysctls), matched exactly
+    volumeTypes: [nfs]                       # restricted only: volume types restrictedVolumes also allows
+                                             # (hostPath is not one: use hostPathPrefixes)
+    containers:                              # container-level checks that skip one named container
+      - name: nvidia-driver-validation
+        checks: [privileged, allowPrivilegeEscalation]
+      - cuda-validator                       # a bare name (or {name} without checks) skips EVERY container-
+                                             # level check: the widest exception, for trusted system containers
+  Container names apply to init, regular and ephemeral containers alike; pod-level checks
+  (hostNamespaces, hostPathVolumes, sysctls, restrictedVolumes, and the pod's own securityContext)
+  are never skipped by a container exception.
+- `skipChecks`: PSA check IDs to leave out, e.g. [hostPorts]. Skipping a restricted check that
+  overrides a baseline one brings the baseline one back (skip capabilities_restricted and
+  capabilities_baseline still applies). A check outside the rule's profile is a load error.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterator
+from typing import Annotated, Any, ClassVar
+
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from mlgate.model.results import Finding, Skipped
+from mlgate.model.workload import Workload
+from mlgate.rules.pod_security_checks import (
+    BASELINE_CHECKS,
+    LATEST,
+    OLDEST,
+    POD_ONLY_CHECKS,
+    Allow,
+    CheckID,
+    Pod,
+    VolumeType,
+    active_checks,
+)
+from mlgate.rules.registry import Context, Params, check
+
+_VERSION = re.compile(r"^v1\.(0|[1-9][0-9]*)$")
+
+
+def _version(value: str) -> str:
+    match = _VERSION.match(value)
+    if value != "latest" and not match:
+        raise ValueError('must be "latest" or "v1.N", e.g. "v1.31"')
+    if match and int(match.group(1)) < OLDEST:
+        raise ValueError(f"policy versions before v1.{OLDEST} (when pod-security-admission shipped) are not supported")
+    return value
+
+
+def _capability(value: str) -> str:
+    if value == "ALL":
+        raise ValueError('"ALL" is not a narrow exception; name each capability')
+    return value
+
+
+def _host_path(value: str) -> str:
+    if value.strip("/") == "":
+        raise ValueError('"/" would allow every hostPath; name the directory')
+    if not value.startswith("/") or posixpath.normpath(value) != value.rstrip("/") or ".." in value.split("/"):
+        raise ValueError("must be an absolute, normalised path such as /dev/infiniband")
+    return value.rstrip("/")
+
+
+Capability = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$"), AfterValidator(_capability)]
+HostPathPrefix = Annotated[str, AfterValidator(_host_path)]
+Sysctl = Annotated[str, Field(pattern=r"^[a-z0-9_][a-z0-9_./-]*$")]
+ContainerName = Annotated[str, Field(min_length=1)]
+
+
+class ContainerException(Params):
+    """`{name, checks}`, or a bare name: every container-level check skips that container."""
+
+    name: ContainerName
+    checks: tuple[CheckID, ...] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, data: Any) -> Any:
+        return {"name": data} if isinstance(data, str) else data
+
+    @field_validator("checks")
+    @classmethod
+    def _container_checks(cls, checks: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if checks is not None and not checks:
+            raise ValueError("name at least one check, or give only the name to skip every container check")
+        for name in checks or ():
+            if name in POD_ONLY_CHECKS:
+                raise ValueError(f"{name!r} checks the pod, not containers")
+        return checks
+
+
+class Exceptions(Params):
+    capabilities: tuple[Capability, ...] = ()
+    host_path_prefixes: tuple[HostPathPrefix, ...] = ()
+    sysctls: tuple[Sysctl, ...] = ()
+    volume_types: tuple[VolumeType, ...] = ()
+    containers: tuple[ContainerException, ...] = ()
+
+    def allow(self) -> Allow:
+        containers: dict[str, frozenset[str] | None] = {}
+        for entry in self.containers:
+            if entry.checks is None or (entry.name in containers and containers[entry.name] is None):
+                containers[entry.name] = None
+            else:
+                containers[entry.name] = (containers.get(entry.name) or frozenset()) | frozenset(entry.checks)
+        return Allow(
+            capabilities=frozenset(self.capabilities),
+            host_path_prefixes=tuple(self.host_path_prefixes),
+            sysctls=frozenset(self.sysctls),
+            volume_types=frozenset(self.volume_types),
+            containers=containers,
+        )
+
+
+class BaselineParams(Params):
+    LEVEL: ClassVar[str] = "baseline"
+
+    version: Annotated[str, AfterValidator(_version)] = "latest"
+    exceptions: Exceptions = Exceptions()
+    skip_checks: tuple[CheckID, ...] = ()
+
+    @field_validator("skip_checks")
+    @classmethod
+    def _skips_in_profile(cls, checks: tuple[str, ...]) -> tuple[str, ...]:
+        for name in checks:
+            if cls.LEVEL == "baseline" and name not in BASELINE_CHECKS:
+                raise ValueError(f"{name!r} is a restricted check, not part of pod-security.{cls.LEVEL}")
+        return checks
+
+    @field_validator("exceptions")
+    @classmethod
+    def _exceptions_in_profile(cls, exceptions: Exceptions) -> Exceptions:
+        if cls.LEVEL != "baseline":
+            return exceptions
+        if exceptions.volume_types:
+            raise ValueError("volumeTypes only affects pod-security.restricted (restrictedVolumes)")
+        for entry in exceptions.containers:
+            for name in entry.checks or ():
+                if name not in BASELINE_CHECKS:
+                    raise ValueError(f"containers: {name!r} is not part of pod-security.{cls.LEVEL}")
+        return exceptions
+
+    @property
+    def minor(self) -> int:
+        """The policy version as a minor number; "latest" and anything newer than PSA's newest check → LATEST."""
+        match = _VERSION.match(self.version)
+        return min(int(match.group(1)), LATEST) if match else LATEST
+
+
+class RestrictedParams(BaselineParams):
+    LEVEL: ClassVar[str] = "restricted"
+
+
+@check("pod-security.baseline", "Pod Security Standards baseline profile, as pod-security-admission", BaselineParams)
+def baseline(workload: Workload, params: BaselineParams, context: Context) -> Iterator[Finding] | Skipped:
+    return _profile(workload, params)
+
+
+@check("pod-security.restricted", "Pod Security Standards restricted profile, as pod-security-admission",
+       RestrictedParams)
+def restricted(workload: Workload, params: RestrictedParams, context: Context) -> Iterator[Finding] | Skipped:
+    return _profile(workload, params)
+
+
+def _profile(workload: Workload, params: BaselineParams) -> Iterator[Finding] | Skipped:
+    if not workload.templates:
+        return Skipped("no pod templates")
+    return _findings(workload, params)
+
+
+def _findings(workload: Workload, params: BaselineParams) -> Iterator[Finding]:
+    allow = params.exceptions.allow()
+    for definition in active_checks(params.LEVEL, params.minor, params.skip_checks):
+        for template in workload.templates:
+            yield from definition.fn(Pod(template, params.minor, definition.id, allow))

@@ -91,8 +91,8 @@ def _raw(workload: Workload, template_pointer: str, role: str, replicas: int) ->
 def _raw_template(
     obj: dict[str, Any], spec_pointer: str, role: str, replicas: int, meta_pointer: str
 ) -> PodTemplate:
-    spec = _dict(pointer.resolve(obj, spec_pointer))
-    metadata = _dict(pointer.resolve(obj, meta_pointer))
+    found_spec, found_meta = pointer.resolve(obj, spec_pointer), pointer.resolve(obj, meta_pointer)
+    spec, metadata = _dict(found_spec), _dict(found_meta)
 
     def container_target(name: str) -> dict[str, Any]:
         for key in ("containers", "initContainers"):
@@ -112,6 +112,7 @@ def _raw_template(
         meta_target=lambda: _ensure_at(obj, meta_pointer),
         meta_pointer=meta_pointer,
         restart_policy_pointer=spec_pointer + "/restartPolicy",
+        live=isinstance(found_spec, dict) and isinstance(found_meta, dict),
     )
 
 

@@ -7,7 +7,6 @@ main container that `image`, `command`, `args` and `resources` describe.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 MAIN_CONTAINER = {
@@ -66,13 +65,17 @@ def mig_resource(profile: str) -> str:
 
 
 def render_pod_spec(kind: str, spec: dict[str, Any], role: str = "") -> dict[str, Any]:
-    """The pod spec of one replica, before any per-replica environment is added."""
-    overlay = copy.deepcopy(((spec.get("template") or {}).get("spec")) or {})
+    """The pod spec of one replica, before any per-replica environment is added.
+
+    Copies are shallow: the result shares nested values with `spec`, so callers that
+    edit it must copy it first.
+    """
+    overlay = dict(((spec.get("template") or {}).get("spec")) or {})
     name = main_container_name(kind, spec)
     main: dict[str, Any] = {"name": name}
     for field in SUGAR_FIELDS:
         if spec.get(field) is not None:
-            main[field] = copy.deepcopy(spec[field])
+            main[field] = spec[field]
     # The MPI launcher only starts mpirun; GPUs go to the workers.
     limits = resource_limits(spec.get("resources") or {}, with_gpu=role != "Launcher")
     if limits:
@@ -80,11 +83,23 @@ def render_pod_spec(kind: str, spec: dict[str, Any], role: str = "") -> dict[str
     containers = [c for c in overlay.get("containers") or [] if isinstance(c, dict)]
     for extra in containers:
         if extra.get("name") == name:
-            merged = copy.deepcopy(extra)
-            merged.update(main)
-            main = merged
+            main = {**extra, **main, "resources": _merge_resources(extra.get("resources"), main.get("resources"))}
+            if not main["resources"]:
+                del main["resources"]
     overlay["containers"] = [main] + [c for c in containers if c.get("name") != name]
     return overlay
+
+
+def _merge_resources(overlay: Any, sugar: Any) -> dict[str, Any]:
+    """Overlay entries (e.g. rdma/hca) stay; the TrainingJob's own fields win."""
+    overlay = overlay if isinstance(overlay, dict) else {}
+    sugar = sugar or {}
+    merged = {**overlay}
+    for section in ("limits", "requests"):
+        entries = {**(overlay.get(section) or {}), **(sugar.get(section) or {})}
+        if entries:
+            merged[section] = entries
+    return merged
 
 
 def _int(value: Any, default: int) -> int:

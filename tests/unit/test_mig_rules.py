@@ -1,0 +1,190 @@
+from builders import change, decide, outcome, pod, trainingjob
+
+from mlgate.loading.policies import compile_policy
+from mlgate.model.facts import StaticFacts
+from mlgate.model.results import Outcome
+
+RESOURCES = "/spec/containers/0/resources"
+MIG_1G = "nvidia.com/mig-1g.5gb"
+SELECTOR = "/spec/nodeSelector"
+PRODUCT = "nvidia.com/gpu.product"
+A100_40_ONLY = {"gpuModels": ["a100-40gb"]}
+
+
+def mig_pod(resource: str = MIG_1G, count: int = 1) -> dict:
+    """The builder pod, asking for MIG devices instead of whole GPUs."""
+    return change(pod(), RESOURCES, {"limits": {resource: count}})
+
+
+def limit(resource: str) -> str:
+    return f"{RESOURCES}/limits/{resource.replace('/', '~1')}"
+
+
+def node(name: str, allocatable: dict, labels: dict | None = None) -> dict:
+    return {"kind": "Node", "metadata": {"name": name, "labels": labels or {}}, "status": {"allocatable": allocatable}}
+
+
+def facts(*nodes: dict) -> StaticFacts:
+    return StaticFacts.from_objects(nodes)
+
+
+A100_NODE = node("a100-0", {"cpu": "96", MIG_1G: "7"}, {"nvidia.com/mig.strategy": "mixed"})
+BALANCED_NODE = node("a100-1", {MIG_1G: "2", "nvidia.com/mig-2g.10gb": "1", "nvidia.com/mig-3g.20gb": "1"})
+
+
+# mig.profile-exists
+
+
+def test_allow_profile_that_the_named_model_offers():
+    assert outcome(mig_pod(), "mig.profile-exists", A100_40_ONLY) is Outcome.PASS
+
+
+def test_deny_profile_the_named_model_lacks_and_suggest_its_closest_profiles():
+    decision = decide(mig_pod("nvidia.com/mig-1g.6gb"), "mig.profile-exists", A100_40_ONLY)
+    (finding,) = decision.violations[0].findings
+    assert finding.reason == "unknown mig profile"
+    assert finding.path == limit("nvidia.com/mig-1g.6gb")
+    assert finding.fix == "use one of: nvidia.com/mig-1g.5gb, nvidia.com/mig-1g.10gb, nvidia.com/mig-1g.5gb.me"
+
+
+def test_allow_a30_profile_when_every_model_is_allowed():
+    assert outcome(mig_pod("nvidia.com/mig-1g.6gb"), "mig.profile-exists") is Outcome.PASS
+
+
+def test_media_extension_resource_is_checked_per_model():
+    obj = mig_pod("nvidia.com/mig-1g.10gb.me")
+    assert outcome(obj, "mig.profile-exists", {"gpuModels": ["a100-80gb"]}) is Outcome.PASS
+    assert outcome(obj, "mig.profile-exists", A100_40_ONLY) is Outcome.FAIL
+
+
+def test_deny_profile_no_model_has():
+    assert outcome(mig_pod("nvidia.com/mig-1g.7gb"), "mig.profile-exists") is Outcome.FAIL
+
+
+def test_unknown_gpu_model_key_is_a_load_error():
+    document = {
+        "apiVersion": "mlgate.dev/v1alpha1", "kind": "ClusterMLPolicy", "metadata": {"name": "p"},
+        "spec": {"rules": [{"rule": "mig.profile-exists", "params": {"gpuModels": ["a100-40gb", "v100"]}}]},
+    }
+    policy, errors = compile_policy(document, "<test>")
+    assert policy is None
+    assert errors[0].field == "spec.rules[0].params.gpuModels[1]"
+    assert "'a100-40gb'" in errors[0].message
+
+
+def test_skip_pod_without_mig_devices_or_mig_selectors():
+    assert outcome(pod(), "mig.profile-exists") is Outcome.SKIP
+
+
+def test_deny_mig_resource_under_single_strategy():
+    decision = decide(mig_pod(), "mig.profile-exists", {"strategy": "single"})
+    assert decision.violations[0].findings[0].reason == "mig resource under single strategy"
+    assert outcome(mig_pod(), "mig.profile-exists", {"strategy": "mixed"}) is Outcome.PASS
+
+
+def test_allow_single_strategy_product_selector_naming_a_real_profile():
+    obj = change(pod(), SELECTOR, {PRODUCT: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"})
+    assert outcome(obj, "mig.profile-exists", {"strategy": "single", **A100_40_ONLY}) is Outcome.PASS
+
+
+def test_deny_single_strategy_product_selector_naming_a_missing_profile():
+    obj = change(pod(), SELECTOR, {PRODUCT: "NVIDIA-A100-SXM4-40GB-MIG-1g.6gb"})
+    decision = decide(obj, "mig.profile-exists", {"strategy": "single", **A100_40_ONLY})
+    (finding,) = decision.violations[0].findings
+    assert finding.path == "/spec/nodeSelector/nvidia.com~1gpu.product"
+    assert "1g.5gb" in finding.fix
+
+
+def test_deny_single_strategy_product_in_required_node_affinity_at_the_value():
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": PRODUCT, "operator": "In", "values": ["NVIDIA-A30-MIG-3g.20gb"]}]}]}}}
+    decision = decide(change(pod(), "/spec/affinity", affinity), "mig.profile-exists", {"gpuModels": ["a30-24gb"]})
+    assert decision.violations[0].findings[0].path.endswith("/matchExpressions/0/values/0")
+
+
+def test_deny_single_strategy_selector_under_mixed_strategy():
+    obj = change(pod(), SELECTOR, {PRODUCT: "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb"})
+    decision = decide(obj, "mig.profile-exists", {"strategy": "mixed"})
+    (finding,) = decision.violations[0].findings
+    assert finding.reason == "mig strategy mismatch"
+    assert "nvidia.com/mig-3g.40gb" in finding.fix
+
+
+def test_deny_mig_resource_together_with_single_strategy_selector():
+    obj = change(mig_pod(), SELECTOR, {PRODUCT: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"})
+    assert decide(obj, "mig.profile-exists").violations[0].findings[0].reason == "mig strategies mixed"
+
+
+def test_trainingjob_mig_sugar_finding_points_at_the_sugar_field():
+    decision = decide(change(trainingjob(), "/spec/resources/mig", "1g.6gb"), "mig.profile-exists", A100_40_ONLY)
+    assert [f.path for f in decision.violations[0].findings] == ["/spec/resources/mig"]
+
+
+# mig.node-inventory
+
+
+def test_skip_inventory_without_cluster_facts():
+    assert outcome(mig_pod(), "mig.node-inventory") is Outcome.SKIP
+
+
+def test_skip_inventory_when_facts_hold_no_nodes():
+    assert outcome(mig_pod(), "mig.node-inventory", facts=facts()) is Outcome.SKIP
+
+
+def test_allow_mig_devices_a_node_advertises():
+    assert outcome(mig_pod(count=7), "mig.node-inventory", facts=facts(A100_NODE)) is Outcome.PASS
+
+
+def test_deny_mig_profile_no_node_advertises():
+    decision = decide(mig_pod("nvidia.com/mig-3g.20gb"), "mig.node-inventory", facts=facts(A100_NODE))
+    (finding,) = decision.violations[0].findings
+    assert finding.reason == "mig devices not offered"
+    assert finding.path == limit("nvidia.com/mig-3g.20gb")
+    assert MIG_1G in finding.fix
+
+
+def test_deny_more_instances_than_any_node_offers():
+    decision = decide(mig_pod(count=8), "mig.node-inventory", facts=facts(A100_NODE, BALANCED_NODE))
+    (finding,) = decision.violations[0].findings
+    assert finding.detail == 'container "main" asks for 8 nvidia.com/mig-1g.5gb; the most any node offers is 7'
+
+
+def test_deny_pod_whose_containers_together_need_more_than_one_node_has():
+    sidecar = {"name": "side", "image": "registry.example/side:1", "resources": {"limits": {MIG_1G: 4}}}
+    obj = change(mig_pod(count=4), "/spec/containers/-", sidecar)
+    decision = decide(obj, "mig.node-inventory", facts=facts(A100_NODE))
+    (finding,) = decision.violations[0].findings
+    assert finding.reason == "no node fits the pod's mig devices"
+    assert finding.path == "/spec/containers"
+
+
+def test_init_containers_count_one_at_a_time():
+    init = {"name": "warm", "image": "registry.example/warm:1", "resources": {"limits": {MIG_1G: 7}}}
+    obj = change(mig_pod(count=7), "/spec/initContainers", [init])
+    assert outcome(obj, "mig.node-inventory", facts=facts(A100_NODE)) is Outcome.PASS
+
+
+def test_deny_when_the_pods_node_selector_rules_out_every_node_with_the_profile():
+    obj = change(mig_pod(), SELECTOR, {"pool": "inference"})
+    cluster = facts(A100_NODE, node("cpu-0", {"cpu": "64"}, {"pool": "inference"}))
+    decision = decide(obj, "mig.node-inventory", facts=cluster)
+    assert "no node the pod may run on (1 of 2) advertises" in decision.deny_message()
+
+
+def test_allow_single_strategy_pod_on_a_node_with_that_product():
+    product = "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
+    cluster = facts(node("dgx-0", {"nvidia.com/gpu": "56"}, {PRODUCT: product, "nvidia.com/mig.strategy": "single"}))
+    assert outcome(change(pod(), SELECTOR, {PRODUCT: product}), "mig.node-inventory", facts=cluster) is Outcome.PASS
+
+
+def test_deny_single_strategy_pod_when_no_node_has_that_product():
+    cluster = facts(node("dgx-0", {"nvidia.com/gpu": "56"}, {PRODUCT: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"}))
+    obj = change(pod(), SELECTOR, {PRODUCT: "NVIDIA-A100-SXM4-40GB-MIG-2g.10gb"})
+    decision = decide(obj, "mig.node-inventory", facts=cluster)
+    (finding,) = decision.violations[0].findings
+    assert finding.reason == "no node has mig product"
+    assert finding.path == "/spec/nodeSelector/nvidia.com~1gpu.product"
+
+
+def test_skip_inventory_for_whole_gpu_pods():
+    assert outcome(pod(), "mig.node-inventory", facts=facts(A100_NODE)) is Outcome.SKIP
