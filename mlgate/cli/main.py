@@ -8,14 +8,15 @@ Heavy imports happen inside commands so that `mlgate --version` starts fast.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
 from mlgate import __version__
 
 if TYPE_CHECKING:
+    from mlgate.cli.review import Record
     from mlgate.engine import PolicySet
     from mlgate.model.facts import ClusterFacts
 
@@ -72,15 +73,22 @@ def cli() -> None:
 @policies_option
 @facts_option
 @click.option("-o", "--output", type=click.Choice(["text", "json", "junit", "sarif"]), default="text")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
 @click.argument("paths", nargs=-1, required=True)
-def validate(policy_paths: tuple[str, ...], facts: str | None, output: str, paths: tuple[str, ...]) -> None:
+def validate(
+    policy_paths: tuple[str, ...], facts: str | None, output: str, jobs: int | None, paths: tuple[str, ...]
+) -> None:
     """Judge manifests as admission would: mutations first, then checks. PATH may be a file,
     a directory (searched recursively) or - for stdin."""
-    from mlgate.cli.report import render
+    from mlgate.cli.report import Reporter
 
-    records = _review(paths, policy_paths, facts)
-    click.echo(render(records, output), nl=False)
-    sys.exit(_exit_code(records))
+    reporter = Reporter(output, sys.stdout)
+    statuses = set()
+    for record in _review(paths, policy_paths, facts, jobs=jobs):
+        reporter.add(record)
+        statuses.add(record.status)
+    reporter.finish()
+    sys.exit(_exit_code(statuses))
 
 
 @cli.command()
@@ -90,17 +98,18 @@ def validate(policy_paths: tuple[str, ...], facts: str | None, output: str, path
 def mutate(policy_paths: tuple[str, ...], facts: str | None, paths: tuple[str, ...]) -> None:
     """Print the manifests as the API server would store them (defaults applied); the
     verdicts go to stderr."""
-    from mlgate.cli.report import text
+    from mlgate.cli.report import Reporter
     from mlgate.loading.documents import dump_yaml
 
-    records = _review(paths, policy_paths, facts)
-    objects = [
-        (r.decision.mutated if r.decision and r.decision.mutated is not None else r.data)
-        for r in records if r.document.data is not None
-    ]
-    dump_yaml(objects, sys.stdout)
-    click.echo(text(records), err=True, nl=False)
-    sys.exit(_exit_code(records))
+    reporter = Reporter("text", sys.stderr)
+    statuses = set()
+    for record in _review(paths, policy_paths, facts, keep_mutated=True, jobs=1):
+        if record.mutated is not None:
+            dump_yaml([record.mutated], sys.stdout)
+        reporter.add(record)
+        statuses.add(record.status)
+    reporter.finish()
+    sys.exit(_exit_code(statuses))
 
 
 @cli.command("test")
@@ -151,24 +160,25 @@ def mig_lint(paths: tuple[str, ...]) -> None:
     sys.exit(EXIT_DENIED if problems else EXIT_OK)
 
 
-def _review(paths: Sequence[str], policy_paths: Sequence[str], facts_path: str | None) -> list[Any]:
+def _review(
+    paths: Sequence[str], policy_paths: Sequence[str], facts_path: str | None,
+    keep_mutated: bool = False, jobs: int | None = None,
+) -> Iterator[Record]:
     from mlgate.cli.review import review
-    from mlgate.loading.documents import InputError, read_documents
+    from mlgate.loading.documents import InputError
 
     policies = load_policies(policy_paths)
     facts = load_facts(facts_path)
     try:
-        records = list(review(read_documents(paths), policies, facts))
+        for record in review(paths, policies, facts, keep_mutated=keep_mutated, jobs=jobs):
+            if record.error:
+                click.echo(f"mlgate: {record.where}: {record.error}", err=True)
+            yield record
     except InputError as exc:
         fail(str(exc))
-    for record in records:
-        if record.document.error:
-            click.echo(f"mlgate: {record.document.where}: {record.document.error}", err=True)
-    return records
 
 
-def _exit_code(records: Sequence[Any]) -> int:
-    statuses = {r.status for r in records}
+def _exit_code(statuses: set[str]) -> int:
     if "error" in statuses:
         return EXIT_ERROR
     return EXIT_DENIED if "denied" in statuses else EXIT_OK

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 from xml.etree import ElementTree as ET
 
 from mlgate import __version__
@@ -21,77 +21,88 @@ def summary(records: Sequence[Record]) -> dict[str, int]:
     counts = {"documents": len(records), "allowed": 0, "denied": 0, "skipped": 0, "errors": 0, "warnings": 0}
     for record in records:
         counts[{"error": "errors"}.get(record.status, record.status)] += 1
-        counts["warnings"] += len(record.decision.warnings) if record.decision else 0
+        counts["warnings"] += len(record.warnings)
     return counts
 
 
-def render(records: Sequence[Record], fmt: str) -> str:
-    return {"text": text, "json": as_json, "junit": junit, "sarif": sarif}[fmt](records)
+class Reporter:
+    """Writes a report as records arrive; text and json stream, junit and sarif collect."""
+
+    def __init__(self, fmt: str, out: IO[str]):
+        self.fmt, self.out = fmt, out
+        self.records: list[Record] = []
+
+    def add(self, record: Record) -> None:
+        if self.fmt == "text":
+            self.out.write(text_record(record))
+        elif self.fmt == "json":
+            self.out.write(('{\n  "results": [\n' if not self.records else ",\n") + _indented(record_json(record)))
+        self.records.append(_compact(record) if self.fmt in ("text", "json") else record)
+
+    def finish(self) -> None:
+        counts = summary(self.records)
+        if self.fmt == "text":
+            self.out.write(text_summary(counts))
+        elif self.fmt == "json":
+            head = "" if self.records else '{\n  "results": ['
+            self.out.write(f'{head}\n  ],\n  "summary": {json.dumps(counts)}\n}}\n')
+        else:
+            self.out.write(junit(self.records) if self.fmt == "junit" else sarif(self.records))
 
 
-def _identity(record: Record) -> str:
-    meta = record.metadata
-    name = meta.get("name") or meta.get("generateName") or "?"
-    namespace = meta.get("namespace")
-    return f"{record.data.get('kind', '?')} {namespace + '/' if namespace else ''}{name}"
+def _compact(record: Record) -> Record:
+    """What the summary needs, so streamed reports do not hold every finding."""
+    return Record(record.source, record.index, record.line, record.status, warnings=record.warnings)
 
 
-def text(records: Sequence[Record]) -> str:
-    lines: list[str] = []
-    for record in records:
-        doc = record.document
-        head = f"{doc.where} [doc {doc.index}]"
-        if record.status == "error":
-            lines.append(f"{head} ERROR {doc.error}")
-            continue
-        assert record.decision is not None
-        if record.status == "skipped":
-            lines.append(f"{head} {_identity(record)}: skipped ({record.decision.note})")
-            continue
-        lines.append(f"{head} {_identity(record)}: {record.status.upper()}")
-        for v in record.violations:
-            mark = "DENY" if v.action == "deny" else v.action.upper()
-            where = f"{doc.source}:{v.line}" if v.line else doc.source
-            lines.append(f"  {mark} {v.message}")
-            lines.append(f"       at {where}")
-        if record.decision.patch:
-            lines.append(f"  MUTATE {len(record.decision.patch)} patch operation(s); `mlgate mutate` shows the result")
-    counts = summary(records)
-    lines.append(
-        f"{counts['documents']} document(s): {counts['allowed']} allowed, {counts['denied']} denied, "
-        f"{counts['skipped']} skipped, {counts['errors']} error(s)"
-    )
+def _indented(value: dict[str, Any]) -> str:
+    return "\n".join("    " + line for line in json.dumps(value, indent=2).splitlines())
+
+
+def text_record(record: Record) -> str:
+    head = f"{record.where} [doc {record.index}]"
+    if record.status == "error":
+        return f"{head} ERROR {record.error}\n"
+    if record.status == "skipped":
+        return f"{head} {record.identity}: skipped ({record.note})\n"
+    lines = [f"{head} {record.identity}: {record.status.upper()}"]
+    for v in record.violations:
+        mark = "DENY" if v.action == "deny" else v.action.upper()
+        lines.append(f"  {mark} {v.message}")
+        lines.append(f"       at {record.source}:{v.line}" if v.line else f"       at {record.source}")
+    if record.patch:
+        lines.append(f"  MUTATE {len(record.patch)} patch operation(s); `mlgate mutate` shows the result")
     return "\n".join(lines) + "\n"
 
 
+def text_summary(counts: dict[str, int]) -> str:
+    return (
+        f"{counts['documents']} document(s): {counts['allowed']} allowed, {counts['denied']} denied, "
+        f"{counts['skipped']} skipped, {counts['errors']} error(s)\n"
+    )
+
+
 def record_json(record: Record) -> dict[str, Any]:
-    doc = record.document
-    decision = record.decision
-    meta = record.metadata
     return {
-        "source": doc.source,
-        "document": doc.index,
-        "line": doc.line,
-        "apiVersion": record.data.get("apiVersion"),
-        "kind": record.data.get("kind"),
-        "name": meta.get("name"),
-        "namespace": meta.get("namespace"),
+        "source": record.source,
+        "document": record.index,
+        "line": record.line,
+        "apiVersion": record.api_version,
+        "kind": record.kind,
+        "name": record.name,
+        "namespace": record.namespace,
         "status": record.status,
-        "allowed": decision.allowed if decision else False,
-        "error": doc.error,
-        "note": decision.note if decision else "",
+        "allowed": record.status in ("allowed", "skipped"),
+        "error": record.error,
+        "note": record.note,
         "violations": [
             {"policy": v.policy, "rule": v.rule, "action": v.action, "path": v.path, "reason": v.reason,
              "message": v.message, "fix": v.fix, "line": v.line}
             for v in record.violations
         ],
-        "warnings": decision.warnings if decision else [],
-        "patch": decision.patch if decision else [],
+        "warnings": record.warnings,
+        "patch": record.patch,
     }
-
-
-def as_json(records: Sequence[Record]) -> str:
-    return json.dumps({"results": [record_json(r) for r in records], "summary": summary(records)}, indent=2) + "\n"
 
 
 def junit(records: Sequence[Record]) -> str:
@@ -99,12 +110,12 @@ def junit(records: Sequence[Record]) -> str:
     suite = ET.Element("testsuite", name="mlgate", tests=str(counts["documents"]),
                        failures=str(counts["denied"]), errors=str(counts["errors"]), skipped=str(counts["skipped"]))
     for record in records:
-        case = ET.SubElement(suite, "testcase", classname=record.document.source,
-                             name=f"[doc {record.document.index}] {_identity(record)}")
+        case = ET.SubElement(suite, "testcase", classname=record.source,
+                             name=f"[doc {record.index}] {record.identity}")
         if record.status == "error":
-            ET.SubElement(case, "error", message=record.document.error or "error")
+            ET.SubElement(case, "error", message=record.error or "error")
         elif record.status == "skipped":
-            ET.SubElement(case, "skipped", message=record.decision.note if record.decision else "")
+            ET.SubElement(case, "skipped", message=record.note)
         elif record.status == "denied":
             blocking = [v for v in record.violations if v.action == "deny" or v.reason == "could not evaluate"]
             failure = ET.SubElement(case, "failure", message=blocking[0].message if blocking else "denied")
@@ -119,7 +130,7 @@ def sarif(records: Sequence[Record]) -> str:
     for record in records:
         for v in record.violations:
             rules.setdefault(v.rule, {"id": v.rule, "shortDescription": {"text": v.reason}})
-            location: dict[str, Any] = {"artifactLocation": {"uri": record.document.source}}
+            location: dict[str, Any] = {"artifactLocation": {"uri": record.source}}
             if v.line:
                 location["region"] = {"startLine": v.line}
             results.append({
@@ -131,9 +142,9 @@ def sarif(records: Sequence[Record]) -> str:
                 "properties": {"policy": v.policy},
             })
         if record.status == "error":
-            results.append({"ruleId": "parse", "level": "error", "message": {"text": record.document.error},
-                            "locations": [{"physicalLocation": {"artifactLocation": {"uri": record.document.source},
-                                                                "region": {"startLine": record.document.line}}}]})
+            results.append({"ruleId": "parse", "level": "error", "message": {"text": record.error},
+                            "locations": [{"physicalLocation": {"artifactLocation": {"uri": record.source},
+                                                                "region": {"startLine": record.line}}}]})
     run = {"tool": {"driver": {"name": "mlgate", "version": __version__, "rules": list(rules.values())}},
            "results": results}
     document = {"version": "2.1.0", "$schema": "https://json.schemastore.org/sarif-2.1.0.json", "runs": [run]}

@@ -1,16 +1,26 @@
-"""Run the engine over documents and keep what a report needs, one record per document."""
+"""Run the engine over documents and keep what a report needs: one compact record each.
+
+Records hold no parsed object, so memory stays flat however many documents pass through.
+Large inputs are spread over worker processes (one per core), file by file, and the
+records come back in input order.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing import get_context
 from typing import Any
 
 from mlgate.engine import PolicySet, evaluate
-from mlgate.loading.documents import Document
-from mlgate.loading.linemap import line_for, line_map
+from mlgate.loading.documents import Document, expand, read_documents
+from mlgate.loading.linemap import line_for
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate.model.results import Decision, Outcome
+
+FILES_PER_WORKER_MIN = 8  # below this, starting workers costs more than it saves
 
 
 @dataclass
@@ -27,41 +37,81 @@ class Violation:
 
 @dataclass
 class Record:
-    document: Document
-    decision: Decision | None = None
+    source: str
+    index: int
+    line: int
+    status: str  # allowed | denied | skipped | error
+    api_version: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    error: str | None = None
+    note: str = ""
     violations: list[Violation] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    mutated: dict[str, Any] | None = None  # kept only when asked for
 
     @property
-    def data(self) -> dict[str, Any]:
-        return self.document.data or {}
+    def where(self) -> str:
+        return f"{self.source}:{self.line}"
 
     @property
-    def metadata(self) -> dict[str, Any]:
-        meta = self.data.get("metadata")
-        return meta if isinstance(meta, dict) else {}
+    def identity(self) -> str:
+        namespace = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind or '?'} {namespace}{self.name or '?'}"
 
-    @property
-    def status(self) -> str:
-        """error | skipped | denied | allowed"""
-        if self.document.error is not None or self.decision is None:
-            return "error"
-        if self.decision.note:
-            return "skipped"
-        return "allowed" if self.decision.allowed else "denied"
+
+def review_document(
+    document: Document, policies: PolicySet, facts: ClusterFacts = NO_FACTS, keep_mutated: bool = False
+) -> Record:
+    record = Record(document.source, document.index, document.line, "error", error=document.error)
+    data = document.data
+    if data is None:
+        return record
+    meta = data.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    record.api_version, record.kind = data.get("apiVersion"), data.get("kind")
+    record.name, record.namespace = meta.get("name") or meta.get("generateName"), meta.get("namespace")
+    decision = evaluate(data, policies, facts=facts)
+    record.note = decision.note
+    record.status = "skipped" if decision.note else ("allowed" if decision.allowed else "denied")
+    record.violations = _violations(document, decision)
+    record.warnings = decision.warnings
+    record.patch = decision.patch
+    if keep_mutated:
+        record.mutated = decision.mutated if decision.mutated is not None else data
+    return record
 
 
 def review(
-    documents: Iterable[Document], policies: PolicySet, facts: ClusterFacts = NO_FACTS, with_lines: bool = True
+    paths: Sequence[str], policies: PolicySet, facts: ClusterFacts = NO_FACTS,
+    keep_mutated: bool = False, jobs: int | None = None,
 ) -> Iterator[Record]:
-    for document in documents:
-        if document.data is None:
-            yield Record(document)
-            continue
-        decision = evaluate(document.data, policies, facts=facts)
-        yield Record(document, decision, _violations(document, decision, with_lines))
+    """Records for every document under `paths`, in order; raises InputError for bad paths."""
+    files = list(expand(paths))
+    workers = min(jobs or len(os.sched_getaffinity(0)), max(len(files) // FILES_PER_WORKER_MIN, 1))
+    if workers < 2 or "-" in files:
+        for document in read_documents(files):
+            yield review_document(document, policies, facts, keep_mutated)
+        return
+    _WORKER_STATE.update(policies=policies, facts=facts, keep_mutated=keep_mutated)
+    # fork: workers inherit the loaded policies instead of loading and pickling them again
+    with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
+        for records in pool.map(_review_file, files, chunksize=4):
+            yield from records
 
 
-def _violations(document: Document, decision: Decision, with_lines: bool) -> list[Violation]:
+_WORKER_STATE: dict[str, Any] = {}
+
+
+def _review_file(path: str) -> list[Record]:
+    state = _WORKER_STATE
+    return [review_document(d, state["policies"], state["facts"], state["keep_mutated"])
+            for d in read_documents([path])]
+
+
+def _violations(document: Document, decision: Decision) -> list[Violation]:
     found: list[Violation] = []
     for result in decision.results:
         if result.outcome is Outcome.ERROR and result.blocks:
@@ -71,15 +121,14 @@ def _violations(document: Document, decision: Decision, with_lines: bool) -> lis
             for finding, message in zip(result.findings, result.messages(), strict=True):
                 found.append(Violation(result.policy, result.rule, result.action.value, finding.path,
                                        finding.reason, message, finding.fix))
-    if found and with_lines and document.text:
-        lines = _line_map(document)
+    if found:
+        lines = document.line_map()
         for violation in found:
             violation.line = line_for(lines, violation.path) if violation.path else document.line
     return found
 
 
-def _line_map(document: Document) -> dict[str, int]:
-    try:
-        return line_map(document.text, document.line)
-    except Exception:  # JSON documents and odd YAML: fall back to the document's first line
-        return {"": document.line}
+def documents_in(records: Iterable[Record]) -> Iterator[dict[str, Any]]:
+    for record in records:
+        if record.mutated is not None:
+            yield record.mutated

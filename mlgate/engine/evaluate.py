@@ -11,7 +11,7 @@ import logging
 from typing import Any, Literal
 
 from mlgate.engine.match import applies
-from mlgate.engine.patch import clone, diff, restore, snapshot
+from mlgate.engine.patch import diff, restore, snapshot
 from mlgate.engine.policyset import Binding, Policy, PolicySet
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate.model.results import Action, Decision, Finding, Outcome, RuleResult, Skipped, Unevaluable
@@ -62,7 +62,8 @@ def _mutate(
     )
     if not steps:
         return obj, []
-    current: dict[str, Any] = clone(obj)
+    before = snapshot(obj)  # the state before the next rule runs
+    current: dict[str, Any] = restore(before)
     changed: set[tuple[str, str]] = set()
     errors: dict[tuple[str, str], str] = {}
     for _ in range(MAX_MUTATION_ROUNDS):
@@ -72,7 +73,6 @@ def _mutate(
             key = (policy.key, binding.rule.id)
             if key in errors or workload is None:
                 continue
-            before = snapshot(current)
             try:
                 binding.rule.mutate(workload, binding.params, context)  # type: ignore[misc]
             except Exception as exc:  # a rule bug must not take the request down
@@ -81,7 +81,9 @@ def _mutate(
                 current = restore(before)
                 workload = extract(current, old_obj)
                 continue
-            if snapshot(current) != before:
+            after = snapshot(current)
+            if after != before:
+                before = after
                 changed.add(key)
                 round_changed = True
                 if not workload.live:

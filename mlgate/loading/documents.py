@@ -12,11 +12,13 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import yaml
+
+from mlgate.loading.linemap import lines_of
 
 try:
     from yaml import CSafeLoader as SafeLoader
@@ -37,6 +39,11 @@ class Document:
     text: str = ""
     data: dict[str, Any] | None = None
     error: str | None = None
+    node: yaml.Node | None = field(default=None, repr=False)  # kept for line numbers
+
+    def line_map(self) -> dict[str, int]:
+        """JSON pointer -> source line, from the node tree the document was built from."""
+        return lines_of(self.node, "", self.line) if self.node is not None else {"": self.line}
 
     @property
     def where(self) -> str:
@@ -100,7 +107,7 @@ def parse_document(raw: bytes, source: str, index: int, line: int, json_only: bo
         doc.error = f"line {bad_line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})"
         return doc
     try:
-        data = json.loads(doc.text) if json_only else yaml.load(doc.text, Loader=SafeLoader)
+        data = json.loads(doc.text) if json_only else _load_with_node(doc)
     except json.JSONDecodeError as exc:
         doc.error = f"line {line + exc.lineno - 1}: invalid JSON: {exc.msg}"
         return doc
@@ -117,6 +124,19 @@ def parse_document(raw: bytes, source: str, index: int, line: int, json_only: bo
     else:
         doc.data = data
     return doc
+
+
+def _load_with_node(doc: Document) -> Any:
+    """Parse once, keeping the node tree: line numbers later cost a walk, not a second parse."""
+    loader = SafeLoader(doc.text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        doc.node = node
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def _yaml_error(exc: yaml.YAMLError, first_line: int) -> str:
@@ -155,4 +175,4 @@ def _chunks(handle: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
 
 
 def dump_yaml(documents: Iterable[dict[str, Any]], out: IO[str]) -> None:
-    yaml.safe_dump_all(list(documents), out, sort_keys=False, default_flow_style=False)
+    yaml.safe_dump_all(list(documents), out, sort_keys=False, default_flow_style=False, explicit_start=True)

@@ -182,6 +182,9 @@ class BaselineParams(Params):
 
 class RestrictedParams(BaselineParams):
     LEVEL: ClassVar[str] = "restricted"
+    # false: only the restricted checks, for policies that bind baseline separately
+    # (deny baseline + warn restricted would otherwise report each baseline finding twice)
+    include_baseline: bool = True
 
 
 @check("pod-security.baseline", "Pod Security Standards baseline profile, as pod-security-admission", BaselineParams)
@@ -203,6 +206,9 @@ def _profile(workload: Workload, params: BaselineParams) -> Iterator[Finding] | 
 
 def _findings(workload: Workload, params: BaselineParams) -> Iterator[Finding]:
     allow = params.exceptions.allow()
-    for definition in active_checks(params.LEVEL, params.minor, params.skip_checks):
+    checks = active_checks(params.LEVEL, params.minor, params.skip_checks)
+    if not getattr(params, "include_baseline", True):
+        checks = [c for c in checks if c.level == "restricted"]
+    for definition in checks:
         for template in workload.templates:
             yield from definition.fn(Pod(template, params.minor, definition.id, allow))
