@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-from corpus import write_corpus  # noqa: E402
+from corpus import write_corpus
 
 MLGATE = [sys.executable, "-m", "mlgate"]
 
