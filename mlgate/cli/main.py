@@ -24,7 +24,8 @@ EXIT_OK, EXIT_DENIED, EXIT_ERROR = 0, 1, 2
 
 
 def fail(message: str) -> NoReturn:
-    click.echo(f"mlgate: {message}", err=True)
+    for line in message.splitlines():
+        click.echo(f"mlgate: {line}", err=True)
     sys.exit(EXIT_ERROR)
 
 

@@ -6,6 +6,7 @@
     spec:
       policies: [../../policies]      # files or directories, relative to this file
       resources: [resources.yaml]
+      oldResources: [old.yaml]        # optional: same Kind/name are judged as an UPDATE from these
       facts: facts.yaml               # optional cluster facts
       results:
         - policy: gpu                 # the policy's name (namespace/name for an MLPolicy)
@@ -27,8 +28,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mlgate.engine import evaluate
-from mlgate.loading.documents import InputError, expand, read_documents
-from mlgate.loading.policies import PolicyLoadError, load_policy_paths
+from mlgate.engine.patch import diff
+from mlgate.loading.documents import Document, InputError, expand, read_documents
+from mlgate.loading.policies import PolicyLoadError, describe_validation_error, load_policy_paths
 from mlgate.model.facts import NO_FACTS, ClusterFacts, StaticFacts
 from mlgate.model.results import Decision
 
@@ -52,6 +54,7 @@ class Expectation(_Strict):
 class SuiteSpec(_Strict):
     policies: list[str] = Field(min_length=1)
     resources: list[str] = Field(min_length=1)
+    oldResources: list[str] = Field(default_factory=list)
     facts: str | None = None
     results: list[Expectation] = Field(min_length=1)
 
@@ -92,17 +95,24 @@ def run_suite(path: Path) -> list[CaseOutcome]:
         policies = load_policy_paths([base / p for p in suite.spec.policies])
     except PolicyLoadError as exc:
         raise SuiteError(f"{path}: policies: {exc}") from exc
-    facts = _facts(base, suite.spec.facts)
-    decisions = {key: (obj, evaluate(obj, policies, facts=facts)) for key, obj in _resources(base, suite, path)}
+    facts = _facts(base, suite.spec.facts, path)
+    old = dict(_resources(base, suite.spec.oldResources, path))
+    decisions = {
+        key: (obj, evaluate(obj, policies, facts=facts, operation="UPDATE" if key in old else "CREATE",
+                            old_obj=old.get(key)))
+        for key, obj in _resources(base, suite.spec.resources, path)
+    }
+    known = {p.key for p in policies.policies}
     outcomes = []
     for expectation in suite.spec.results:
         for name in expectation.resources:
-            outcomes.append(_compare(path, base, expectation, name, decisions))
+            outcomes.append(_compare(path, base, expectation, name, decisions, known))
     return outcomes
 
 
-def _compare(
-    path: Path, base: Path, exp: Expectation, name: str, decisions: dict[str, tuple[dict[str, Any], Decision]]
+def _compare(  # noqa: PLR0917
+    path: Path, base: Path, exp: Expectation, name: str,
+    decisions: dict[str, tuple[dict[str, Any], Decision]], known_policies: set[str],
 ) -> CaseOutcome:
     def outcome(actual: str, passed: bool, detail: str = "") -> CaseOutcome:
         return CaseOutcome(str(path), exp.policy, exp.rule, name, exp.result, actual, passed, detail)
@@ -110,19 +120,23 @@ def _compare(
     matches = [v for k, v in decisions.items() if k == name or k.split("/", 1)[1] == name]
     if len(matches) != 1:
         return outcome("missing", False, f"resource {name!r} matched {len(matches)} resources")
+    if exp.policy not in known_policies:
+        return outcome("missing", False, f"no policy named {exp.policy!r} in this suite's policies")
     _, decision = matches[0]
     results = [r for r in decision.results if r.policy == exp.policy and r.rule == exp.rule]
-    if not results:
-        note = decision.note or f"policy {exp.policy!r} has no rule {exp.rule!r} for this resource"
-        return outcome("skip" if decision.note else "missing", exp.result == "skip" and bool(decision.note), note)
+    if not results:  # not an ML workload, or the policy does not match this resource
+        note = decision.note or f"policy {exp.policy!r} does not apply rule {exp.rule!r} to this resource"
+        return outcome("skip", exp.result == "skip", note)
     actual = results[0].outcome.value
     detail = "; ".join(results[0].messages()) or results[0].note
     if actual != exp.result:
         return outcome(actual, False, detail)
     if exp.patchedResource:
-        expected = _single_object(base / exp.patchedResource)
+        expected = _single_object(base / exp.patchedResource, path)
         if decision.mutated != expected:
-            return outcome(actual, False, f"patched resource differs from {exp.patchedResource}")
+            ops = diff(expected, decision.mutated)
+            shown = "; ".join(f"{op['op']} {op['path']}" for op in ops[:5])
+            return outcome(actual, False, f"patched resource differs from {exp.patchedResource}: {shown}")
     return outcome(actual, True, detail)
 
 
@@ -132,20 +146,24 @@ def _load_suite(path: Path) -> Suite:
     except (OSError, yaml.YAMLError) as exc:
         raise SuiteError(f"{path}: {exc}") from exc
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(t) for t in first["loc"])
-        raise SuiteError(f"{path}: {field}: {first['msg'].lower()}") from exc
+        raise SuiteError("\n".join(f"{path}: {line}" for line in describe_validation_error(exc))) from exc
 
 
-def _resources(base: Path, suite: Suite, path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
-    seen: set[str] = set()
+def _objects(base: Path, names: list[str], suite: Path, field: str) -> list[Document]:
     try:
-        documents = list(read_documents(str(base / r) for r in suite.spec.resources))
+        documents = list(read_documents(str(base / n) for n in names))
     except InputError as exc:
-        raise SuiteError(f"{path}: resources: {exc}") from exc
+        raise SuiteError(f"{suite}: {field}: {exc}") from exc
     for document in documents:
         if document.data is None:
-            raise SuiteError(f"{document.where}: {document.error}")
+            raise SuiteError(f"{suite}: {field}: {document.where}: {document.error}")
+    return documents
+
+
+def _resources(base: Path, names: list[str], suite: Path) -> Iterable[tuple[str, dict[str, Any]]]:
+    seen: set[str] = set()
+    for document in _objects(base, names, suite, "resources"):
+        assert document.data is not None
         key = f"{document.data['kind']}/{(document.data.get('metadata') or {}).get('name')}"
         if key in seen:
             raise SuiteError(f"{document.where}: resource {key} appears twice")
@@ -153,20 +171,17 @@ def _resources(base: Path, suite: Suite, path: Path) -> Iterable[tuple[str, dict
         yield key, document.data
 
 
-def _facts(base: Path, facts: str | None) -> ClusterFacts:
+def _facts(base: Path, facts: str | None, suite: Path) -> ClusterFacts:
     if facts is None:
         return NO_FACTS
-    try:
-        documents = list(read_documents([str(base / facts)]))
-    except InputError as exc:
-        raise SuiteError(f"facts: {exc}") from exc
+    documents = _objects(base, [facts], suite, "facts")
     return StaticFacts.from_objects(d.data for d in documents if d.data is not None)
 
 
-def _single_object(path: Path) -> dict[str, Any]:
-    documents = [d for d in read_documents([str(path)])]
+def _single_object(path: Path, suite: Path) -> dict[str, Any]:
+    documents = _objects(path.parent, [path.name], suite, "patchedResource")
     if len(documents) != 1 or documents[0].data is None:
-        raise SuiteError(f"{path}: expected exactly one object")
+        raise SuiteError(f"{suite}: patchedResource: {path}: expected exactly one object, found {len(documents)}")
     return documents[0].data
 
 
@@ -179,10 +194,10 @@ def _expand(paths: Sequence[str]) -> list[Path]:
 
 def _is_suite(path: Path) -> bool:
     try:
-        head = path.read_text(encoding="utf-8")[:2000]
-    except (OSError, UnicodeDecodeError):
+        documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return False
-    return "kind: PolicyTest" in head
+    return len(documents) == 1 and isinstance(documents[0], dict) and documents[0].get("kind") == "PolicyTest"
 
 
 def render_outcomes(outcomes: Sequence[CaseOutcome], fmt: str) -> str:

@@ -168,6 +168,12 @@ def _split(text: str) -> list[tuple[int, str]]:
     return chunks
 
 
+def describe_validation_error(exc: ValidationError) -> list[str]:
+    """`field.path: message` for every problem, unknown fields first (they explain the rest)."""
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    return [f"{_dotted(_pointer(e['loc']))}: {_pydantic_message(e)}" for e in errors]
+
+
 def _pointer(loc: tuple[Any, ...]) -> str:
     return pointer.join("", *[t for t in loc if not (isinstance(t, str) and t.startswith("function-"))])
 

@@ -24,8 +24,8 @@ ContainerTargetFn = Callable[[str], dict[str, Any]]
 class PodTemplate:
     role: str
     replicas: int
-    spec: dict[str, Any]  # the pod spec as it will run (read-only for rules)
-    metadata: dict[str, Any]
+    rendered_spec: dict[str, Any]  # the pod spec as it will run (read-only for rules)
+    rendered_metadata: dict[str, Any]
     path_fn: PathFn
     pod_target: TargetFn
     container_target: ContainerTargetFn
@@ -34,6 +34,26 @@ class PodTemplate:
     restart_policy_pointer: str | None = None
     main_container: str | None = None
     live: bool = False  # spec and metadata are the user's own dicts, so writes show at once
+    # For rendered views: re-renders (spec, metadata) after a target was handed out, so a rule
+    # that writes through one role's template sees its own write when it reads the next one.
+    rerender: Callable[[], tuple[dict[str, Any], dict[str, Any]]] | None = None
+    writes: Callable[[], int] | None = None
+    _seen_writes: int = 0
+
+    def _fresh(self) -> None:
+        if self.rerender is not None and self.writes is not None and self.writes() != self._seen_writes:
+            self._seen_writes = self.writes()
+            self.rendered_spec, self.rendered_metadata = self.rerender()
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        self._fresh()
+        return self.rendered_spec
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        self._fresh()
+        return self.rendered_metadata
 
     def path(self, *tokens: str | int) -> str:
         """Pointer, in the user's object, of a field given relative to the pod spec."""

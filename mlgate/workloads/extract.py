@@ -104,8 +104,8 @@ def _raw_template(
     return PodTemplate(
         role=role,
         replicas=max(replicas, 0),
-        spec=spec,
-        metadata=metadata,
+        rendered_spec=spec,
+        rendered_metadata=metadata,
         path_fn=lambda tokens: pointer.join(spec_pointer, *tokens),
         pod_target=lambda: _ensure_at(obj, spec_pointer),
         container_target=container_target,
@@ -137,30 +137,47 @@ def _mlgate(workload: Workload) -> None:
         roles = [("Predictor", render.serving_replicas(spec))]
         if spec.get("modelUri"):
             workload.model_uri = ("/spec/modelUri", str(spec["modelUri"]))
+    writes = [0]  # every target handed out counts as a write to the shared overlay
+
+    def target(ptr: str) -> dict[str, Any]:
+        writes[0] += 1
+        return _ensure_at(obj, ptr)
+
+    def container_target(name: str) -> dict[str, Any]:
+        writes[0] += 1
+        return _overlay_container(obj, name)
+
     for role, replicas in roles:
+        def rerender(role: str = role) -> tuple[dict[str, Any], dict[str, Any]]:
+            current = _dict(obj.get("spec"))
+            return render.render_pod_spec(kind, current, role), _dict(_dict(current.get("template")).get("metadata"))
+
+        spec_view, meta_view = rerender()
         template = PodTemplate(
             role=role,
             replicas=replicas,
-            spec=render.render_pod_spec(kind, spec, role),
-            metadata=_dict(_dict(spec.get("template")).get("metadata")),
-            path_fn=lambda tokens: _overlay_path(spec, main, tokens),
-            pod_target=lambda: _ensure_at(obj, "/spec/template/spec"),
-            container_target=lambda name: _overlay_container(obj, name),
-            meta_target=lambda: _ensure_at(obj, "/spec/template/metadata"),
+            rendered_spec=spec_view,
+            rendered_metadata=meta_view,
+            path_fn=lambda tokens: _overlay_path(kind, _dict(obj.get("spec")), main, tokens),
+            pod_target=lambda: target("/spec/template/spec"),
+            container_target=container_target,
+            meta_target=lambda: target("/spec/template/metadata"),
             meta_pointer="/spec/template/metadata",
             restart_policy_pointer=None,
             main_container=main,
+            rerender=rerender,
+            writes=lambda: writes[0],
         )
         workload.templates.append(template)
 
 
-def _overlay_path(spec: dict[str, Any], main: str, tokens: tuple[str | int, ...]) -> str:
+def _overlay_path(kind: str, spec: dict[str, Any], main: str, tokens: tuple[str | int, ...]) -> str:
     """Map a path in the rendered pod spec back to the TrainingJob field the user writes."""
     base = "/spec/template/spec"
     if len(tokens) < 2 or tokens[0] not in ("containers", "initContainers", "ephemeralContainers"):
         return pointer.join(base, *tokens)
     key, index, rest = str(tokens[0]), tokens[1], tokens[2:]
-    rendered = render.render_pod_spec("", spec) if key == "containers" else {}
+    rendered = render.render_pod_spec(kind, spec) if key == "containers" else {}
     names = [c.get("name") for c in rendered.get("containers", [])]
     name = names[index] if key == "containers" and isinstance(index, int) and index < len(names) else None
     if name == main and rest:
