@@ -41,8 +41,7 @@ def evaluate(
     if mutate:
         mutated, mutation_results = _mutate(obj, selected, context, old_obj)
         results.extend(mutation_results)
-    target = extract(mutated, old_obj) if mutated is not obj else workload
-    assert target is not None  # mutations never change the kind
+    target = (extract(mutated, old_obj) if mutated is not obj else None) or workload
     for policy in selected:
         for binding in policy.bindings:
             if binding.rule.check is not None:

@@ -75,8 +75,9 @@ def maximum(workload: Workload, params: MaxParams, context: Context) -> Iterator
             for key, index, container in template.regular_containers():
                 count = gpu_count(container)
                 if count > params.per_container:
-                    resource = next(iter(gpu_resources(container, "limits")), "")
-                    yield Finding(template.path(key, index, "resources", "limits", resource),
+                    section = "limits" if gpu_resources(container, "limits") else "requests"
+                    resource = next(iter(gpu_resources(container, section)))
+                    yield Finding(template.path(key, index, "resources", section, resource),
                                   "too many gpus per container",
                                   f"{container_label(key, container)} asks for {count} GPUs, the limit is "
                                   f"{params.per_container}", "split the work across more replicas")

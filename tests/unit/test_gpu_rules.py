@@ -58,3 +58,9 @@ def test_deny_container_mixing_full_gpus_and_mig():
     assert outcome(obj, "gpu.no-mixed-mig") is Outcome.FAIL
     assert outcome(pod(), "gpu.no-mixed-mig") is Outcome.PASS
     assert outcome(pod(gpus=0), "gpu.no-mixed-mig") is Outcome.SKIP
+
+
+def test_gpu_max_points_at_the_request_when_a_container_only_requests_gpus():
+    obj = change(pod(), "/spec/containers/0/resources", {"requests": {"nvidia.com/gpu": 12}})
+    decision = decide(obj, "gpu.max", {"perContainer": 8})
+    assert decision.violations[0].findings[0].path == GPU_REQUEST
