@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test checks bench clean
+.PHONY: setup run test checks bench bench-webhook demo clean
 
 setup: $(STAMP)
 
@@ -14,9 +14,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# The main job on the embedded default: the shipped policies judge the shipped examples.
-# Exit 1 (something denied) is the expected verdict here; only 2 (an error) fails the target.
+# The main job on the embedded default: the webhook on https://127.0.0.1:8443 with dev
+# certificates it makes under .state/ and the shipped policies/ (Ctrl-C stops it).
 run: setup
+	$(BIN)/mlgate serve
+
+# The same policies, offline: they judge the shipped examples. Exit 1 (something denied) is
+# the expected verdict here; only 2 (an error) fails the target.
+demo: setup
 	$(BIN)/mlgate validate examples/ ; test $$? -le 1
 
 test: setup
@@ -29,6 +34,9 @@ checks: setup
 
 bench: setup
 	$(BIN)/python bench/validate_bench.py
+
+bench-webhook: setup
+	$(BIN)/python bench/webhook_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -86,6 +86,7 @@ def http_request(path: str, body: bytes) -> bytes:
 def noop_server(port: int, cert: str, key: str) -> None:
     """The do-nothing endpoint: read the body, answer a fixed `allowed`; same uvicorn stack as mlgate."""
     import uvicorn
+
     from mlgate_webhook.protocol import protocol_with_timeout
     from mlgate_webhook.tls import server_context
 
@@ -102,7 +103,7 @@ def noop_server(port: int, cert: str, key: str) -> None:
     uvicorn.Server(uvicorn.Config(
         app, host="127.0.0.1", port=port, ssl_context_factory=lambda _c, _d: context,
         http=protocol_with_timeout(10.0), lifespan="off", access_log=False, log_config=None, log_level="warning",
-        server_header=False, timeout_keep_alive=30,
+        server_header=False, proxy_headers=False, timeout_keep_alive=30,
     )).run()
 
 
@@ -116,6 +117,36 @@ def start(command: list[str]) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.sched_setaffinity(process.pid, {SERVER_CPU})  # before it has finished importing anything
     return process
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def echo_floor(count: int = 2000) -> tuple[float, float]:
+    """p50 and p99 (ms) of a bare TCP echo between the two CPUs: what the machine itself adds."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    pid = os.fork()
+    if pid == 0:  # the echo server, on the server CPU
+        os.sched_setaffinity(0, {SERVER_CPU})
+        conn, _ = listener.accept()
+        while data := conn.recv(4096):
+            conn.sendall(data)
+        os._exit(0)
+    with socket.create_connection(listener.getsockname()) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        times = []
+        for _ in range(count):
+            started = time.perf_counter()
+            sock.sendall(b"x" * 512)
+            sock.recv(4096)
+            times.append(time.perf_counter() - started)
+            time.sleep(0.001)
+    os.waitpid(pid, 0)
+    listener.close()
+    times.sort()
+    return times[len(times) // 2] * 1000, times[int(len(times) * 0.99)] * 1000
 
 
 def rss_mb(pid: int) -> float:
@@ -223,14 +254,18 @@ async def saturate(connections: list[Connection], request: bytes, seconds: float
     return Result(latencies, errors, loop.time() - start_time)
 
 
-async def measure(port: int, context: ssl.SSLContext, request: bytes, args: argparse.Namespace) -> dict[str, Any]:
+async def measure(
+    port: int, pid: int, context: ssl.SSLContext, request: bytes, args: argparse.Namespace
+) -> dict[str, Any]:
     connections = await connect(port, context, args.connections)
     await saturate(connections, request, 1.0)  # warm-up
     steady = await fixed_rate(connections, request, args.rate, args.seconds)
+    cpu = cpu_seconds(pid)
     peak = await saturate(connections, request, args.seconds)
+    cpu = cpu_seconds(pid) - cpu
     for c in connections:
         c.writer.close()
-    return {"steady": steady, "peak": peak}
+    return {"steady": steady, "peak": peak, "cpu_us": cpu / max(1, len(peak.latencies)) * 1e6}
 
 
 async def first_admission(port: int, context: ssl.SSLContext, request: bytes, started: float) -> float:
@@ -259,6 +294,9 @@ def run(args: argparse.Namespace) -> None:
     print(f"request: PyTorchJob AdmissionReview, {len(body)} bytes; {args.connections} connections; "
           f"server on CPU {SERVER_CPU}, load generator on CPU {CLIENT_CPU}; {args.seconds:g}s per phase")
     rows: dict[str, dict[str, Any]] = {}
+    floor = echo_floor()
+    print(f"machine: load average {os.getloadavg()[0]:.2f}; bare TCP echo between the CPUs: "
+          f"p50 {floor[0]:.2f} ms, p99 {floor[1]:.2f} ms")
 
     port = free_port()
     started = time.perf_counter()
@@ -270,7 +308,7 @@ def run(args: argparse.Namespace) -> None:
         time.sleep(0.5)
         idle = rss_mb(mlgate.pid)
         for path in ("/validate", "/mutate"):
-            rows[f"mlgate {path}"] = asyncio.run(measure(port, context, http_request(path, body), args))
+            rows[f"mlgate {path}"] = asyncio.run(measure(port, mlgate.pid, context, http_request(path, body), args))
         after = rss_mb(mlgate.pid)
     finally:
         mlgate.terminate()
@@ -282,7 +320,7 @@ def run(args: argparse.Namespace) -> None:
         asyncio.run(first_admission(port, context, http_request("/", body), time.perf_counter()))
         time.sleep(0.5)
         noop_idle = rss_mb(noop.pid)
-        rows["do-nothing"] = asyncio.run(measure(port, context, http_request("/", body), args))
+        rows["do-nothing"] = asyncio.run(measure(port, noop.pid, context, http_request("/", body), args))
     finally:
         noop.terminate()
         noop.wait(timeout=15)
@@ -292,13 +330,13 @@ def run(args: argparse.Namespace) -> None:
 def report(rows: dict[str, dict[str, Any]], args: argparse.Namespace, *, startup: float, idle: float,
            after: float, noop_idle: float) -> None:
     print(f"\n{'endpoint':<18}{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}{'max ms':>9}{'errors':>8}"
-          f"   at {args.rate:g} req/s  |  saturation req/s")
+          f"   at {args.rate:g} req/s  |  saturation req/s, server CPU per request")
     for name, row in rows.items():
         steady, peak = row["steady"], row["peak"]
         print(f"{name:<18}{steady.quantile(0.5):>9.2f}{steady.quantile(0.99):>9.2f}{steady.quantile(0.999):>10.2f}"
               f"{max(steady.latencies, default=0) * 1000:>9.2f}{steady.errors + peak.errors:>8}"
               f"   (achieved {steady.throughput:,.0f}/s)   |  {peak.throughput:>8,.0f}"
-              f"  (p50 {statistics.median(peak.latencies) * 1000:.2f} ms)")
+              f"  (p50 {statistics.median(peak.latencies) * 1000:.2f} ms, CPU {row['cpu_us']:.0f} us)")
     noop = rows["do-nothing"]
     noop_p99 = noop["steady"].quantile(0.99)
     print("\ntargets:")
@@ -310,6 +348,7 @@ def report(rows: dict[str, dict[str, Any]], args: argparse.Namespace, *, startup
     print(f"  idle RSS: mlgate {idle:.1f} MB after start, {after:.1f} MB after the load (target <= 80 MB); "
           f"do-nothing {noop_idle:.1f} MB")
     print(f"  start to first admission: {startup:.2f} s (target <= 1.5 s)")
+    print(f"  (load average at the end: {os.getloadavg()[0]:.2f})")
 
 
 def main() -> None:

@@ -185,5 +185,16 @@ def _exit_code(statuses: set[str]) -> int:
     return EXIT_DENIED if "denied" in statuses else EXIT_OK
 
 
+def _register_transports() -> None:
+    """The webhook's commands (`serve`, `certs`, `admission-review`) plug into the same CLI."""
+    from mlgate_webhook.commands import admission_review, certs, serve  # type: ignore[import-not-found]
+
+    for command in (serve, certs, admission_review):
+        cli.add_command(command)
+
+
+_register_transports()
+
+
 def main() -> None:
     cli(prog_name="mlgate")

@@ -55,7 +55,8 @@ class InputError(Exception):
 
 
 def expand(paths: Iterable[str]) -> Iterator[str]:
-    """Files as given; directories walked recursively for manifest files, in sorted order."""
+    """Files as given; directories walked recursively for manifest files, in sorted order,
+    skipping hidden files and directories."""
     for raw in paths:
         if raw == "-":
             yield raw
@@ -63,9 +64,10 @@ def expand(paths: Iterable[str]) -> Iterator[str]:
         path = Path(raw)
         if path.is_dir():
             for root, dirs, files in os.walk(path):
-                dirs.sort()
+                # hidden entries hold copies: a ConfigMap mount keeps its files in `..<timestamp>/`
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(files):
-                    if name.endswith(MANIFEST_SUFFIXES):
+                    if name.endswith(MANIFEST_SUFFIXES) and not name.startswith("."):
                         yield os.path.join(root, name)
         elif path.exists():
             yield raw

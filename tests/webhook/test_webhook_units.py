@@ -1,0 +1,291 @@
+"""The webhook's parts without a server: review translation, policy store, facts cache, TLS reloader."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from builders import change, policy_set, pytorchjob
+from webhook_reviews import review
+
+from mlgate.model.facts import NO_FACTS
+from mlgate.model.results import Action, Outcome, RuleResult
+from mlgate_certs.bundle import write_atomic
+from mlgate_certs.throwaway import throwaway_pki
+from mlgate_webhook import review as review_module
+from mlgate_webhook.facts_cache import WatchedFacts
+from mlgate_webhook.metrics import Metrics
+from mlgate_webhook.policy_store import ClusterPolicySource, DirectorySource, PolicyStore
+from mlgate_webhook.review import MAX_WARNING_CHARS, ReviewError, admit, parse_review, short_warnings
+from mlgate_webhook.tls import CertReloader
+
+GPU_POLICY = {"apiVersion": "mlgate.dev/v1alpha1", "kind": "ClusterMLPolicy", "metadata": {"name": "gpu"},
+              "spec": {"rules": [{"rule": "gpu.max", "params": {"perContainer": 8}}]}}
+
+
+def request_of(body: dict) -> review_module.AdmissionRequest:
+    return parse_review(json.dumps(body).encode(), "application/json; charset=utf-8")
+
+
+# --- review ---------------------------------------------------------------------------------------
+
+
+def test_allow_a_content_type_with_parameters():
+    assert request_of(review(pytorchjob())).uid
+
+
+def test_deny_a_dry_run_flag_that_is_not_a_boolean():
+    body = review(pytorchjob())
+    body["request"]["dryRun"] = "yes"
+    with pytest.raises(ReviewError, match="dryRun must be a boolean"):
+        request_of(body)
+
+
+def test_a_long_warning_loses_its_path_first_then_its_fix_then_its_tail():
+    path = "/spec/pytorchReplicaSpecs/Worker/template/spec/initContainers/0/resources/limits/nvidia.com~1gpu"
+    assert len(f"[p/r] reason: {path}: detail; fix") > MAX_WARNING_CHARS
+    fits_without_path = f"[p/r] reason: {path}: detail; fix"
+    assert short_warnings([fits_without_path]) == ["[p/r] reason: detail; fix"]
+    long_fix = f"[p/r] reason: {path}: detail; " + "f" * 120
+    assert short_warnings([long_fix]) == ["[p/r] reason: detail"]
+    long_detail = "[p/r] reason: /x: " + "d" * 200
+    (cut,) = short_warnings([long_detail])
+    assert len(cut) == MAX_WARNING_CHARS and cut.endswith("...")
+
+
+def test_at_most_twenty_warnings_and_the_last_says_how_many_more():
+    out = short_warnings([f"w{i}" for i in range(25)])
+    assert len(out) == 20
+    assert out[-1] == "... and 6 more warnings; see the webhook log"
+
+
+def test_an_engine_crash_denies_under_a_fail_policy_and_allows_with_a_warning_under_ignore(monkeypatch):
+    def crash(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(review_module, "evaluate", crash)
+    request = request_of(review(pytorchjob()))
+    strict = admit(request, policy_set({"rule": "gpu.max"}, failurePolicy="Fail"), NO_FACTS, "validate")
+    assert strict.verdict == "error"
+    assert strict.response["allowed"] is False
+    assert strict.response["status"]["code"] == 500
+    assert "RecursionError" in strict.response["status"]["message"]
+    lenient = admit(request, policy_set({"rule": "gpu.max"}, failurePolicy="Ignore"), NO_FACTS, "validate")
+    assert lenient.response["allowed"] is True
+    assert "could not evaluate" in lenient.response["warnings"][0]
+
+
+def test_a_namespaced_policy_key_becomes_a_valid_audit_annotation_key(monkeypatch):
+    result = RuleResult("team-a/soft", "gpu.max", Action.AUDIT, Outcome.WARN)
+    decision = review_module.Decision(allowed=True, results=[result])
+    monkeypatch.setattr(type(decision), "audit_annotations", property(lambda self: {"team-a/soft.gpu.max": "x"}))
+    answer = review_module._answer(request_of(review(pytorchjob())), decision)
+    assert answer.response["auditAnnotations"] == {"team-a.soft.gpu.max": "x"}
+
+
+# --- policy store ---------------------------------------------------------------------------------
+
+
+def test_a_configmap_mount_is_read_once_through_its_visible_names(tmp_path):
+    data = tmp_path / "..2026_01_01_00_00_00.000"
+    data.mkdir()
+    (data / "gpu.yaml").write_text(json.dumps(GPU_POLICY))
+    os.symlink(data.name, tmp_path / "..data")
+    os.symlink("..data/gpu.yaml", tmp_path / "gpu.yaml")
+    store = PolicyStore([DirectorySource([tmp_path])])
+    assert store.refresh() is True
+    assert [p.key for p in store.current.policies] == ["gpu"]
+
+
+def test_cluster_policies_join_the_set_and_a_broken_one_rejects_it_whole(tmp_path):
+    (tmp_path / "gpu.yaml").write_text(json.dumps(GPU_POLICY))
+    cluster = ClusterPolicySource()
+    metrics = Metrics()
+    store = PolicyStore([DirectorySource([tmp_path]), cluster], metrics)
+    assert store.refresh() is True
+    team = {"apiVersion": "mlgate.dev/v1alpha1", "kind": "MLPolicy",
+            "metadata": {"name": "soft", "namespace": "team-a", "resourceVersion": "7", "uid": "u"},
+            "spec": {"rules": [{"rule": "gpu.max", "action": "warn", "params": {"perContainer": 2}}]}}
+    cluster.replace("MLPolicy", [team])
+    assert store.refresh() is True
+    assert [p.key for p in store.current.policies] == ["gpu", "team-a/soft"]
+    cluster.apply("ClusterMLPolicy", "ADDED", change(GPU_POLICY, "/spec/rules/0/rule", "gpu.nope"))
+    assert store.refresh() is False
+    assert store.current.generation == 2
+    assert "cluster:ClusterMLPolicy/gpu" in store.errors[0] and "unknown rule" in store.errors[0]
+    cluster.apply("ClusterMLPolicy", "MODIFIED", GPU_POLICY)
+    assert store.refresh() is False
+    assert any("also defined" in e for e in store.errors)  # the same name in a file and in the cluster
+    cluster.apply("ClusterMLPolicy", "DELETED", GPU_POLICY)
+    assert store.refresh() is True
+    assert store.current.generation == 3
+    assert metrics.policy_reload_errors._value.get() == 2
+
+
+def test_an_unchanged_source_is_not_compiled_again(tmp_path):
+    (tmp_path / "gpu.yaml").write_text(json.dumps(GPU_POLICY))
+    store = PolicyStore([DirectorySource([tmp_path])])
+    assert store.refresh() is True
+    assert store.refresh() is False
+    assert store.current.generation == 1
+
+
+# --- facts cache ----------------------------------------------------------------------------------
+
+
+def node(name: str, gpus: str = "8") -> dict:
+    return {"kind": "Node", "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "A100"},
+                                         "managedFields": [{"manager": "kubelet"}]},
+            "spec": {"taints": []},
+            "status": {"allocatable": {"nvidia.com/gpu": gpus}, "capacity": {"nvidia.com/gpu": gpus},
+                       "images": [{"names": ["big"], "sizeBytes": 1}], "conditions": []}}
+
+
+def storage_class(name: str, default: bool = False) -> dict:
+    annotations = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
+    return {"kind": "StorageClass", "metadata": {"name": name, "annotations": annotations},
+            "provisioner": f"{name}.csi.example"}
+
+
+def test_facts_are_known_only_once_every_kind_was_listed():
+    facts = WatchedFacts()
+    for kind in ("Namespace", "PersistentVolumeClaim", "StorageClass"):
+        facts.replace(kind, [])
+        assert facts.known is False
+    facts.replace("Node", [node("a")])
+    assert facts.known is True
+
+
+def test_watch_events_add_change_and_remove_facts():
+    facts = WatchedFacts()
+    facts.replace("Namespace", [{"metadata": {"name": "ml", "labels": {"team": "a"}}}])
+    facts.apply("Namespace", "MODIFIED", {"metadata": {"name": "ml", "labels": {"team": "b"}}})
+    facts.apply("Namespace", "ADDED", {"metadata": {"name": "other"}})
+    facts.apply("Namespace", "DELETED", {"metadata": {"name": "other"}})
+    facts.apply("Namespace", "BOOKMARK", {"metadata": {"resourceVersion": "9"}})
+    assert facts.namespace_labels("ml") == {"team": "b"}
+    assert facts.namespace_labels("other") is None
+    facts.replace("PersistentVolumeClaim", [])
+    facts.apply("PersistentVolumeClaim", "ADDED", {"metadata": {"name": "data", "namespace": "ml"},
+                                                   "spec": {"accessModes": ["ReadWriteMany"]}})
+    assert facts.pvc("ml", "data")["spec"] == {"accessModes": ["ReadWriteMany"]}
+    facts.replace("StorageClass", [storage_class("fast"), storage_class("std", default=True)])
+    assert facts.storage_class(None)["provisioner"] == "std.csi.example"
+    facts.apply("StorageClass", "DELETED", storage_class("std", default=True))
+    assert facts.storage_class(None) is None
+
+
+def test_nodes_are_trimmed_and_readers_keep_a_stable_list():
+    facts = WatchedFacts()
+    facts.replace("Node", [node("a"), node("b")])
+    before = facts.nodes()
+    facts.apply("Node", "MODIFIED", node("a", gpus="4"))
+    facts.apply("Node", "DELETED", node("b"))
+    assert [n["metadata"]["name"] for n in before] == ["a", "b"]  # a reader's list never changes under it
+    (a,) = facts.nodes()
+    assert a["status"] == {"allocatable": {"nvidia.com/gpu": "4"}, "capacity": {"nvidia.com/gpu": "4"}}
+    assert "managedFields" not in a["metadata"]
+
+
+def test_a_reflector_lists_then_applies_watch_events_and_lists_again_after_410():
+    from mlgate_webhook.kube import Reflector
+
+    calls: list[str] = []
+    stop = threading.Event()
+    events = [{"type": "ADDED", "object": {"metadata": {"name": "new", "resourceVersion": "11"}}},
+              {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "old"}}]
+
+    class Response:
+        status = 200
+
+        def __init__(self, lines: list[dict] | None = None, data: dict | None = None):
+            self.lines, self.data = lines or [], json.dumps(data or {}).encode()
+
+        def stream(self, amt=None, decode_content=True):
+            text = "".join(json.dumps(line) + "\n" for line in self.lines).encode()
+            yield from (text[i:i + 7] for i in range(0, len(text), 7))  # lines split across chunks
+
+        def release_conn(self):
+            calls.append("released")
+
+    def get(path, query, timeout):
+        assert path == "/api/v1/namespaces"
+        if query.get("watch"):
+            calls.append(f"watch@{query['resourceVersion']}")
+            return Response(events)
+        calls.append("list")
+        if calls.count("list") == 2:
+            stop.set()
+        return Response(data={"metadata": {"resourceVersion": "10"}, "items": [{"metadata": {"name": "ml"}}]})
+
+    facts = WatchedFacts()
+    reflector = Reflector("Namespace", "/api/v1/namespaces", get, facts.replace, facts.apply, stop)
+    reflector.start().join(timeout=10)
+    assert calls == ["list", "watch@10", "released", "list"]
+    assert facts.namespace_labels("ml") == {}
+    assert facts.namespace_labels("new") is None  # the second LIST replaced what the watch had added
+
+
+def test_a_reflector_backs_off_when_the_resource_is_not_served(caplog):
+    from mlgate_webhook.kube import ApiError, Reflector
+
+    stop = threading.Event()
+
+    def get(path, query, timeout):
+        stop.set()
+        raise ApiError(404, "not found")
+
+    reflector = Reflector("MLPolicy", "/apis/mlgate.dev/v1alpha1/mlpolicies", get, lambda *a: None,
+                          lambda *a: None, stop)
+    reflector.start().join(timeout=10)
+    assert "is the CRD installed?" in caplog.text
+
+
+# --- TLS reloader ---------------------------------------------------------------------------------
+
+
+def test_a_mismatched_pair_keeps_the_old_certificate_and_a_good_one_replaces_it(tmp_path: Path):
+    pki = throwaway_pki(tmp_path)
+    metrics = Metrics()
+    reloader = CertReloader(pki.server_cert, pki.server_key, metrics)
+    first = reloader.listener
+    assert reloader.check() is False  # nothing changed
+    other = throwaway_pki(tmp_path / "other")
+    write_atomic(pki.server_key, other.server.key_pem(), private=True)
+    assert reloader.check() is False
+    assert "key" in reloader.last_error.lower() or "mismatch" in reloader.last_error.lower()
+    assert reloader._current is first
+    assert metrics.cert_reload_errors._value.get() == 1
+    write_atomic(pki.server_cert, other.server.cert_pem())
+    assert reloader.check() is True
+    assert reloader._current is not first and reloader.last_error == ""
+    assert metrics.cert_expiry._value.get() == other.server.not_after.replace(microsecond=0).timestamp()
+
+
+def test_a_webhook_with_watched_facts_is_ready_only_once_they_are_listed():
+    from mlgate_webhook.service import Service
+
+    facts = WatchedFacts()
+    store = PolicyStore([])
+    store.refresh()
+    service = Service(store, Metrics(), facts)
+    ready, detail = service.readiness()
+    assert not ready
+    assert "cluster facts not synced" in detail["missing"]
+    for kind in ("Namespace", "PersistentVolumeClaim", "StorageClass", "Node"):
+        facts.replace(kind, [])
+    ready, detail = service.readiness()
+    assert detail["missing"] == ["TLS not ready"]  # no TLS in this unit test; facts are no longer missing
+
+
+def test_mutate_runs_only_the_mutations_of_the_set_in_force():
+    from mlgate_webhook.review import mutations_only
+
+    full = policy_set({"rule": "gpu.max"}, {"rule": "defaults.shm"})
+    view = mutations_only(full)
+    assert [b.rule.id for p in view.policies for b in p.bindings] == ["defaults.shm"]
+    assert mutations_only(full) is view  # computed once per set
+    assert mutations_only(policy_set({"rule": "gpu.max"})).policies == ()

@@ -1,0 +1,135 @@
+"""`mlgate serve` and `mlgate certs`. Only click is imported here; the rest inside the commands.
+
+Register them on the main group with `cli.add_command(...)` for `serve`, `certs` and `admission_review`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+DEFAULT_STATE_DIR = os.environ.get("MLGATE_STATE_DIR", ".state")
+LOG_LEVELS = ["debug", "info", "warning", "error"]
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 in a Pod).")
+@click.option("--port", default=8443, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--cert-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Serving certificate (PEM). Reloaded when it changes. Default: dev certificates in the state dir.")
+@click.option("--key-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Private key of the serving certificate (PEM).")
+@click.option("-p", "--policies", "policy_paths", multiple=True, type=click.Path(),
+              help="Policy file or directory (repeatable), reloaded on change. Default: the shipped policies/.")
+@click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True)
+@click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False),
+              help="Watch cluster facts and MLPolicy objects through this kubeconfig.")
+@click.option("--in-cluster", is_flag=True, help="Watch cluster facts and MLPolicy objects as the Pod's account.")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_STATE_DIR,
+              show_default=True, help="Where dev certificates are kept ($MLGATE_STATE_DIR).")
+def serve(*, host: str, port: int, cert_file: Path | None, key_file: Path | None, policy_paths: tuple[str, ...],
+          log_level: str, kubeconfig: str | None, in_cluster: bool, state_dir: Path) -> None:
+    """Run the admission webhook: POST /validate and /mutate, GET /healthz, /readyz, /metrics."""
+    if (cert_file is None) != (key_file is None):
+        raise click.UsageError("give both --cert-file and --key-file, or neither for dev certificates")
+    if kubeconfig and in_cluster:
+        raise click.UsageError("--kubeconfig and --in-cluster exclude each other")
+    from . import jsonlog
+    from .server import ServeOptions, Webhook
+
+    jsonlog.configure(log_level)
+    options = ServeOptions(host=host, port=port, cert_file=cert_file, key_file=key_file, policy_paths=policy_paths,
+                          log_level=log_level, kubeconfig=kubeconfig, in_cluster=in_cluster, state_dir=state_dir)
+    try:
+        webhook = Webhook(options)
+    except (OSError, ValueError) as exc:
+        click.echo(f"mlgate: cannot start: {exc}", err=True)
+        sys.exit(2)
+    for error in webhook.store.errors:
+        click.echo(f"mlgate: policy error: {error}", err=True)
+    if webhook.dev_ca is not None:
+        click.echo(f"mlgate: serving {webhook.url} with a dev certificate; trust it with --cacert {webhook.dev_ca}",
+                   err=True)
+    webhook.run()
+
+
+@click.command()
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=f"{DEFAULT_STATE_DIR}/certs",
+              show_default=True, help="Where ca.crt, ca.key, tls.crt and tls.key are written.")
+@click.option("--service", default="mlgate-webhook", show_default=True, help="The webhook's Service name.")
+@click.option("--namespace", default="mlgate-system", show_default=True, help="The webhook's namespace.")
+@click.option("--san", "sans", multiple=True, help="Extra subjectAltName, DNS name or IP (repeatable).")
+@click.option("--key-type", type=click.Choice(["ecdsa", "rsa"]), default="ecdsa", show_default=True,
+              help="ECDSA P-256 or RSA 2048.")
+@click.option("--days", default=365, show_default=True, type=click.IntRange(1, 3650),
+              help="Validity of the serving certificate.")
+@click.option("--ca-days", default=3650, show_default=True, type=click.IntRange(1, 36500), help="Validity of a new CA.")
+@click.option("--new-ca", is_flag=True, help="Make a new CA even if the out dir has a valid one.")
+@click.option("--patch", "patch_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Webhook configuration YAML whose caBundle lines get the CA (repeatable).")
+def certs(*, out_dir: Path, service: str, namespace: str, sans: tuple[str, ...], key_type: str, days: int,
+          ca_days: int, new_ca: bool, patch_files: tuple[Path, ...]) -> None:
+    """Make a CA and a serving certificate for the webhook Service, and print (or patch in) the caBundle."""
+    from mlgate_certs.bundle import (  # type: ignore[import-not-found,unused-ignore]
+        CertFiles,
+        ca_bundle,
+        issue_serving,
+        patch_ca_bundle,
+        write_atomic,
+    )
+    from mlgate_certs.pki import service_dns_names, split_sans  # type: ignore[import-not-found,unused-ignore]
+
+    dns, ips = split_sans(sans)
+    files = CertFiles(out_dir)
+    ca, server = issue_serving(files, service_dns_names(service, namespace) + dns, ips, new_ca=new_ca, days=days,
+                               ca_days=ca_days, key_type="rsa" if key_type == "rsa" else "ecdsa")
+    bundle = ca_bundle(ca.cert_pem())
+    click.echo(f"mlgate: wrote {files.ca_cert}, {files.cert}, {files.key} (valid until "
+               f"{server.not_after:%Y-%m-%d}); put the pair in the Secret with\n"
+               f"  kubectl -n {namespace} create secret tls {service}-tls --cert={files.cert} --key={files.key}",
+               err=True)
+    for path in patch_files:
+        text, count = patch_ca_bundle(path.read_text(encoding="utf-8"), bundle)
+        if count == 0:
+            click.echo(f"mlgate: {path}: no caBundle line to patch", err=True)
+            sys.exit(2)
+        write_atomic(path, text.encode("utf-8"))
+        click.echo(f"mlgate: {path}: caBundle set in {count} place(s)", err=True)
+    if not patch_files:
+        click.echo(bundle)
+
+
+@click.command("admission-review")
+@click.option("--operation", type=click.Choice(["CREATE", "UPDATE", "DELETE"]), default="CREATE", show_default=True)
+@click.option("--old", "old_path", type=click.Path(exists=True, dir_okay=False),
+              help="The object as stored before, for UPDATE (and DELETE).")
+@click.option("-n", "--namespace", help="Namespace of the request. Default: the object's, else default.")
+@click.option("--dry-run", is_flag=True, help="Mark the request as dryRun, as `kubectl apply --dry-run=server`.")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+def admission_review(*, operation: str, old_path: str | None, namespace: str | None, dry_run: bool,
+                     path: str) -> None:
+    """Print the AdmissionReview the API server would send for the object in PATH (e.g. to curl it to
+    `mlgate serve`)."""
+    import json
+
+    from mlgate.loading.documents import InputError, read_documents
+
+    from .review import make_review
+
+    def first_object(source: str) -> dict[str, object]:
+        try:
+            documents = list(read_documents([source]))
+        except InputError as exc:
+            raise click.UsageError(str(exc)) from None
+        if not documents or documents[0].data is None:
+            raise click.UsageError(f"{source}: {documents[0].error if documents else 'no Kubernetes object'}")
+        return documents[0].data
+
+    obj = None if operation == "DELETE" else first_object(path)
+    old = first_object(old_path) if old_path else (first_object(path) if operation == "DELETE" else None)
+    if operation == "UPDATE" and old is None:
+        raise click.UsageError("UPDATE needs --old, the object as stored before")
+    click.echo(json.dumps(make_review(obj, operation, old=old, namespace=namespace, dry_run=dry_run), indent=2))

@@ -1,0 +1,142 @@
+"""The admission hot path: a plain ASGI app per endpoint, mounted as a route in the FastAPI app.
+
+It reads the body with a size bound and a deadline, hands the bytes to `review`, and writes
+JSON. No FastAPI validation layer stands in between. Every request that gets no verdict gets a
+4xx with a metav1.Status body saying why:
+
+    405 not POST       408 body not received in time      413 body over the limit
+    415 not JSON content type    400 not an AdmissionReview v1    503 no policy set loaded yet
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from .jsonlog import log_decision, log_rejected
+from .review import Admission, Endpoint, ReviewError, admit, parse_review
+from .service import Service
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+log = logging.getLogger("mlgate.webhook")
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request was read; there is nobody to answer."""
+
+
+class AdmissionEndpoint:
+    def __init__(self, service: Service, endpoint: Endpoint):
+        self.service = service
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = time.perf_counter()
+        try:
+            admission = await self._admit(scope, receive)
+        except ReviewError as error:
+            await _send_json(send, error.status, error.body(), close=error.status in (408, 413))
+            self._rejected(error.status, error.message, start)
+            return
+        except ClientGone:
+            return
+        except Exception:  # a bug in this transport: logged with its trace, answered without it
+            log.exception("%s: unexpected error", self.endpoint)
+            failure = ReviewError(500, "InternalError", "the webhook failed on this request; its log has the details")
+            await _send_json(send, 500, failure.body(), close=True)
+            self._rejected(500, failure.message, start)
+            return
+        await _send_json(send, 200, admission.review())
+        seconds = time.perf_counter() - start
+        self.service.metrics.observe(self.endpoint, admission.request.kind or "unknown", admission.verdict, seconds,
+                                     admission.results)
+        log_decision(admission, self.endpoint, seconds)
+
+    async def _admit(self, scope: Scope, receive: Receive) -> Admission:
+        if scope.get("method") != "POST":
+            await _drain(receive, self.service.settings.max_body_bytes)
+            raise ReviewError(405, "MethodNotAllowed", f"{scope.get('method')} is not allowed; send POST")
+        body = await read_body(scope, receive, self.service.settings.max_body_bytes,
+                               self.service.settings.read_timeout)
+        request = parse_review(body, _header(scope, b"content-type"))
+        policies = self.service.policies.current
+        if policies is None:
+            raise ReviewError(503, "ServiceUnavailable", "no policy set is loaded yet: "
+                              + ("; ".join(self.service.policies.errors) or "loading"))
+        return admit(request, policies, self.service.facts, self.endpoint)
+
+    def _rejected(self, status: int, message: str, start: float) -> None:
+        seconds = time.perf_counter() - start
+        self.service.metrics.observe(self.endpoint, "unknown", str(status), seconds)
+        log_rejected(self.endpoint, status, message, seconds)
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int, timeout: float) -> bytes:
+    """The request body, at most `limit` bytes, within `timeout` seconds."""
+    declared = _header(scope, b"content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        await _drain(receive, limit)
+        raise _too_large(limit, f"Content-Length {declared}")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientGone
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    await _drain(receive, limit)
+                    raise _too_large(limit, "the body")
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+    except TimeoutError:
+        raise ReviewError(408, "Timeout", f"the request body was not received within {timeout:g}s") from None
+
+
+async def _drain(receive: Receive, limit: int, timeout: float = 1.0) -> None:
+    """Read and drop a little of what the client is still sending, so that it can read our answer.
+
+    At most four times the body limit and one second; the connection is closed after the answer.
+    """
+    budget = 4 * limit
+    try:
+        async with asyncio.timeout(timeout):
+            while budget > 0:
+                message = await receive()
+                budget -= len(message.get("body", b""))
+                if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                    return
+    except TimeoutError:
+        return
+
+
+def _too_large(limit: int, what: str) -> ReviewError:
+    return ReviewError(413, "RequestEntityTooLarge", f"{what} is over the limit of {limit} bytes; an AdmissionReview "
+                       "holds at most two objects of about 3 MiB each")
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers") or ():
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+async def _send_json(send: Send, status: int, payload: dict[str, Any], close: bool = False) -> None:
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,130 @@
+"""Cluster facts for the engine, kept current by watches and never fetched per request.
+
+`WatchedFacts` is a `ClusterFacts` fed with plain dicts: `replace(kind, items)` after a LIST,
+`apply(kind, event_type, obj)` for each watch event. The lookups are the engine's own
+`StaticFacts`; this class only keeps it current under a lock. Objects are trimmed to the
+fields rules read (labels, annotations, PVC and StorageClass specs, node taints, capacity and
+allocatable), so a large cluster's node status (images, conditions) is not held in memory.
+
+Facts are `known` only once every kind has been listed: until then rules that need facts skip.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mlgate.model.facts import StaticFacts
+
+KINDS = ("Namespace", "PersistentVolumeClaim", "StorageClass", "Node")
+_META_KEEP = ("name", "namespace", "labels", "annotations")
+_KEEP = {
+    "Namespace": (),
+    "PersistentVolumeClaim": ("spec", "status"),
+    "StorageClass": ("provisioner", "parameters", "volumeBindingMode", "allowVolumeExpansion", "reclaimPolicy"),
+    "Node": ("spec",),
+}
+_NODE_STATUS_KEEP = ("capacity", "allocatable")
+
+
+def trim(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    out: dict[str, Any] = {"kind": kind, "metadata": {k: meta[k] for k in _META_KEEP if k in meta}}
+    out.update((k, obj[k]) for k in _KEEP.get(kind, ()) if k in obj)
+    if kind == "Node":
+        status = obj.get("status") or {}
+        out["status"] = {k: status[k] for k in _NODE_STATUS_KEEP if k in status}
+    return out
+
+
+class WatchedFacts:
+    def __init__(self) -> None:
+        self._facts = StaticFacts()
+        self._nodes: dict[str, Mapping[str, Any]] = {}
+        self._synced: set[str] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def known(self) -> bool:
+        return self._synced.issuperset(KINDS)
+
+    def synced(self) -> list[str]:
+        return sorted(self._synced)
+
+    def replace(self, kind: str, items: Sequence[Mapping[str, Any]]) -> None:
+        """The full list of one kind, as a LIST returned it."""
+        with self._lock:
+            if kind == "Namespace":
+                self._facts.namespaces = {}
+            elif kind == "PersistentVolumeClaim":
+                self._facts.pvcs = {}
+            elif kind == "StorageClass":
+                self._facts.storage_classes = {}
+            elif kind == "Node":
+                self._nodes = {}
+            else:
+                return
+            for item in items:
+                self._put(kind, trim(kind, item))
+            self._publish_nodes(kind)
+            self._synced.add(kind)
+
+    def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
+        """One watch event: ADDED, MODIFIED or DELETED (BOOKMARK and ERROR carry no object change)."""
+        if kind not in KINDS or event_type not in ("ADDED", "MODIFIED", "DELETED"):
+            return
+        item = trim(kind, obj)
+        with self._lock:
+            if event_type == "DELETED":
+                self._drop(kind, item)
+            else:
+                self._put(kind, item)
+            self._publish_nodes(kind)
+
+    def _put(self, kind: str, item: dict[str, Any]) -> None:
+        meta = item["metadata"]
+        name = str(meta.get("name") or "")
+        if kind == "Namespace":
+            self._facts.namespaces[name] = dict(meta.get("labels") or {})
+        elif kind == "PersistentVolumeClaim":
+            self._facts.pvcs[(str(meta.get("namespace") or "default"), name)] = item
+        elif kind == "StorageClass":
+            self._facts.storage_classes[name] = item
+        else:
+            self._nodes[name] = item
+
+    def _drop(self, kind: str, item: dict[str, Any]) -> None:
+        meta = item["metadata"]
+        name = str(meta.get("name") or "")
+        if kind == "Namespace":
+            self._facts.namespaces.pop(name, None)
+        elif kind == "PersistentVolumeClaim":
+            self._facts.pvcs.pop((str(meta.get("namespace") or "default"), name), None)
+        elif kind == "StorageClass":
+            self._facts.storage_classes.pop(name, None)
+        else:
+            self._nodes.pop(name, None)
+
+    def _publish_nodes(self, kind: str) -> None:
+        if kind == "Node":  # readers get a list that is replaced, never changed in place
+            self._facts.node_list = list(self._nodes.values())
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        with self._lock:
+            return self._facts.namespace_labels(name)
+
+    def pvc(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        with self._lock:
+            return self._facts.pvc(namespace, name)
+
+    def storage_class(self, name: str | None) -> Mapping[str, Any] | None:
+        with self._lock:
+            return self._facts.storage_class(name)
+
+    def nodes(self) -> Sequence[Mapping[str, Any]]:
+        return self._facts.node_list
+
+    def status(self) -> dict[str, Any]:
+        return {"known": self.known, "synced": self.synced(), "nodes": len(self._facts.node_list),
+                "namespaces": len(self._facts.namespaces)}

@@ -1,0 +1,173 @@
+"""The policy set in force, reloaded when its sources change; a broken set is rejected whole.
+
+Sources implement `PolicySource`: a cheap `version()` that changes when the documents may have
+changed, and `load()` that compiles them. Two exist:
+
+- `DirectorySource`: policy files (a ConfigMap mount in the cluster), polled by mtime.
+- `ClusterPolicySource`: MLPolicy/ClusterMLPolicy objects, fed by a watch (see `kube.py`) with
+  plain dicts, so it is tested without a cluster.
+
+`PolicyStore.refresh()` compiles every source when any version changed. On any error the new
+set is rejected as a whole, the last good set stays in force, and the error goes to the log,
+to `status()` (shown by /readyz) and to the reload-error metric.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Hashable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from mlgate.engine import Policy, PolicySet
+from mlgate.loading.policies import PolicyLoadError, compile_policy, load_policy_paths
+
+from .metrics import Metrics
+from .watch import content_signature, manifest_files
+
+log = logging.getLogger("mlgate.webhook.policies")
+
+
+class PolicySource(Protocol):
+    name: str
+
+    def version(self) -> Hashable: ...
+
+    def load(self) -> tuple[list[Policy], list[str]]: ...
+
+
+class DirectorySource:
+    """Policy files and directories (hidden entries skipped, as a ConfigMap mount needs)."""
+
+    name = "files"
+
+    def __init__(self, paths: Sequence[str | Path]):
+        self.paths = [str(p) for p in paths]
+
+    def version(self) -> Hashable:
+        return content_signature(manifest_files(self.paths))
+
+    def load(self) -> tuple[list[Policy], list[str]]:
+        try:
+            return list(load_policy_paths(manifest_files(self.paths)).policies), []
+        except PolicyLoadError as exc:
+            return [], [str(e) for e in exc.errors]
+
+
+class ClusterPolicySource:
+    """MLPolicy and ClusterMLPolicy objects, kept from watch events (plain dicts)."""
+
+    name = "cluster"
+
+    def __init__(self) -> None:
+        self._objects: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+        self._revision = 0
+        self._lock = threading.Lock()
+
+    def replace(self, kind: str, items: Sequence[Mapping[str, Any]]) -> None:
+        with self._lock:
+            self._objects = {k: v for k, v in self._objects.items() if k[0] != kind}
+            self._objects.update((_key(kind, o), o) for o in items)
+            self._revision += 1
+
+    def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
+        with self._lock:
+            if event_type in ("ADDED", "MODIFIED"):
+                self._objects[_key(kind, obj)] = obj
+            elif event_type == "DELETED":
+                self._objects.pop(_key(kind, obj), None)
+            else:
+                return
+            self._revision += 1
+
+    def version(self) -> Hashable:
+        return self._revision
+
+    def load(self) -> tuple[list[Policy], list[str]]:
+        with self._lock:
+            objects = sorted(self._objects.items())
+        policies: list[Policy] = []
+        errors: list[str] = []
+        for (kind, namespace, name), obj in objects:
+            where = f"cluster:{kind}/{namespace + '/' if namespace else ''}{name}"
+            policy, problems = compile_policy({**obj, "kind": kind}, where)
+            errors.extend(str(p) for p in problems)
+            if policy is not None:
+                policies.append(policy)
+        return policies, errors
+
+
+def _key(kind: str, obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = obj.get("metadata") or {}
+    return kind, str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+class PolicyStore:
+    def __init__(self, sources: Sequence[PolicySource], metrics: Metrics | None = None):
+        self.sources = list(sources)
+        self.metrics = metrics
+        self.current: PolicySet | None = None
+        self.errors: list[str] = []
+        self._versions: tuple[Hashable, ...] | None = None
+        self._lock = threading.Lock()
+
+    def refresh(self) -> bool:
+        """Reload if a source changed; True when a new set came into force."""
+        with self._lock:
+            versions = tuple(s.version() for s in self.sources)
+            if versions == self._versions:
+                return False
+            self._versions = versions
+            policies: list[Policy] = []
+            errors: list[str] = []
+            for source in self.sources:
+                loaded, problems = source.load()
+                policies.extend(loaded)
+                errors.extend(problems)
+            errors.extend(_duplicates(policies))
+            if errors:
+                self._reject(errors)
+                return False
+            self._accept(policies)
+            return True
+
+    def _reject(self, errors: list[str]) -> None:
+        self.errors = errors
+        kept = f"generation {self.current.generation} stays in force" if self.current else "no policy set in force"
+        log.error("policy set rejected (%d errors); %s", len(errors), kept,
+                  extra={"fields": {"errors": errors}})
+        if self.metrics:
+            self.metrics.policy_reload_errors.inc()
+            self.metrics.policy_last_reload_ok.set(0)
+
+    def _accept(self, policies: list[Policy]) -> None:
+        generation = (self.current.generation if self.current else 0) + 1
+        self.current = PolicySet(tuple(policies), generation)
+        self.errors = []
+        log.info("policy set %d in force: %d policies", generation, len(policies),
+                 extra={"fields": {"generation": generation, "policies": [p.key for p in policies]}})
+        if self.metrics:
+            self.metrics.policy_generation.set(generation)
+            self.metrics.policy_count.set(len(policies))
+            self.metrics.policy_last_reload_ok.set(1)
+
+    def status(self) -> dict[str, Any]:
+        current = self.current
+        return {
+            "loaded": current is not None,
+            "generation": current.generation if current else 0,
+            "policies": [p.key for p in current.policies] if current else [],
+            "lastError": list(self.errors),
+        }
+
+
+def _duplicates(policies: list[Policy]) -> list[str]:
+    seen: dict[str, str] = {}
+    errors: list[str] = []
+    for policy in policies:
+        if policy.key in seen:
+            errors.append(f"{policy.source}: metadata.name: policy {policy.key!r} is also defined in "
+                          f"{seen[policy.key]}")
+        seen.setdefault(policy.key, policy.source)
+    return errors

@@ -1,0 +1,65 @@
+"""uvicorn's h11 protocol with a deadline for the request head.
+
+uvicorn times out idle keep-alive connections, but not a client that connects and then sends
+its request line and headers slowly (or never). This subclass gives every request head
+`header_timeout` seconds from the connection or from its first byte, then answers
+408 and closes. A slow body is the endpoint's business (`endpoint.read_body`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+TIMEOUT_RESPONSE = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    b"content-length: %d\r\n\r\n%s"
+)
+TIMEOUT_BODY = (b'{"apiVersion":"v1","kind":"Status","status":"Failure","code":408,"reason":"Timeout",'
+                b'"message":"the request line and headers were not received in time"}')
+
+
+class HeadDeadlineProtocol(H11Protocol):
+    header_timeout = 10.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_deadline: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self._disarm()  # the head is in; the body has the endpoint's own deadline
+        elif self.conn.trailing_data[0]:
+            self._arm()  # part of a head is waiting for the rest
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        if self._head_deadline is None:
+            self._head_deadline = self.loop.call_later(self.header_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+
+    def _expired(self) -> None:
+        self._head_deadline = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            return
+        self.transport.write(TIMEOUT_RESPONSE % (len(TIMEOUT_BODY), TIMEOUT_BODY))
+        self.transport.close()
+
+
+def protocol_with_timeout(header_timeout: float) -> type[HeadDeadlineProtocol]:
+    attributes: dict[str, Any] = {"header_timeout": header_timeout}
+    return type("HeadDeadlineProtocol", (HeadDeadlineProtocol,), attributes)

@@ -1,0 +1,280 @@
+"""AdmissionReview `admission.k8s.io/v1` in, AdmissionReview out: parsing, checks and the response.
+
+No HTTP here and no verdict logic: `parse_review` turns bytes into an `AdmissionRequest` or a
+`ReviewError` (a 4xx with a precise message), and `admit` hands the object to the engine and
+writes its decision in the wire format:
+
+- `/mutate` runs only the policies' mutations and answers with their patch. It denies only when
+  a mutation could not run under a `Fail` policy; the checks' verdict belongs to `/validate`.
+- `/validate` runs the checks on the object as it will be stored (after every mutating webhook):
+  `allowed`, `status` (403 and the engine's message), `warnings`, `auditAnnotations`.
+- DELETE, CONNECT and subresources pass untouched; `dryRun` gets the same verdict (the webhook
+  has no side effects, so there is nothing to hold back).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from mlgate.engine import PolicySet, evaluate
+from mlgate.model.facts import ClusterFacts
+from mlgate.model.results import Decision, FailurePolicy, RuleResult
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+MAX_WARNING_CHARS = 120
+MAX_WARNINGS = 20
+MAX_ANNOTATION_KEY = 63  # the name part of a qualified name; the API server prefixes "<webhook name>/"
+
+Endpoint = Literal["validate", "mutate"]
+Verdict = Literal["allowed", "patched", "denied", "skipped", "error"]
+log = logging.getLogger("mlgate.webhook")
+
+
+class ReviewError(Exception):
+    """A request this webhook cannot answer with a verdict; `status` is the HTTP 4xx to send."""
+
+    def __init__(self, status: int, reason: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    def body(self) -> dict[str, Any]:
+        """A metav1.Status, which is what the API server logs when a webhook call fails."""
+        return {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": self.status,
+                "reason": self.reason, "message": self.message}
+
+
+def bad_request(message: str) -> ReviewError:
+    return ReviewError(400, "BadRequest", message)
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    uid: str
+    operation: str
+    kind: str
+    namespace: str
+    name: str
+    obj: dict[str, Any] | None
+    old_obj: dict[str, Any] | None
+    dry_run: bool = False
+    sub_resource: str = ""
+
+
+@dataclass
+class Admission:
+    """The answer to one request, with what logs and metrics need."""
+
+    request: AdmissionRequest
+    response: dict[str, Any]
+    verdict: Verdict
+    results: list[RuleResult] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+
+    def review(self) -> dict[str, Any]:
+        return {"apiVersion": API_VERSION, "kind": KIND, "response": self.response}
+
+
+def make_review(
+    obj: dict[str, Any] | None, operation: str = "CREATE", *, old: dict[str, Any] | None = None,
+    namespace: str | None = None, dry_run: bool = False, uid: str = "", sub_resource: str = "",
+) -> dict[str, Any]:
+    """An AdmissionReview request as the API server would send it for `obj` (for the CLI and tests)."""
+    subject = obj or old or {}
+    group, _, version = str(subject.get("apiVersion") or "").rpartition("/")
+    kind = str(subject.get("kind") or "")
+    meta = subject.get("metadata") or {}
+    gvk = {"group": group, "version": version, "kind": kind}
+    gvr = {"group": group, "version": version, "resource": kind.lower() + "s"}
+    options = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}.get(operation)
+    request: dict[str, Any] = {
+        "uid": uid or str(uuid.uuid4()), "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+        "name": meta.get("name", ""), "namespace": namespace or meta.get("namespace") or "default",
+        "operation": operation,
+        "userInfo": {"username": "alice", "uid": "1001", "groups": ["ml-team", "system:authenticated"]},
+        "object": obj, "oldObject": old, "dryRun": dry_run,
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": options} if options else None,
+    }
+    if sub_resource:
+        request["subResource"] = request["requestSubResource"] = sub_resource
+    return {"apiVersion": API_VERSION, "kind": KIND, "request": request}
+
+
+def check_content_type(content_type: str | None) -> None:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        raise ReviewError(415, "UnsupportedMediaType",
+                          f"content type must be application/json, got {content_type or 'none'}")
+
+
+def parse_review(body: bytes, content_type: str | None) -> AdmissionRequest:
+    check_content_type(content_type)
+    try:
+        review = json.loads(body)
+    except RecursionError:
+        raise bad_request("request body is nested too deeply to be an AdmissionReview") from None
+    except ValueError as exc:
+        raise bad_request(f"request body is not JSON: {exc}") from None
+    if not isinstance(review, dict):
+        raise bad_request(f"request body must be a JSON object (an AdmissionReview), not {_json_type(review)}")
+    if review.get("apiVersion") != API_VERSION or review.get("kind") != KIND:
+        raise bad_request(f"expected apiVersion {API_VERSION} and kind {KIND}, got "
+                          f"{review.get('apiVersion') or 'none'}/{review.get('kind') or 'none'}; "
+                          "set admissionReviewVersions: [v1] in the webhook configuration")
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise bad_request("request is missing: an AdmissionReview sent to a webhook carries `request`")
+    return _request(request)
+
+
+def _request(request: dict[str, Any]) -> AdmissionRequest:
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise bad_request("request.uid is missing: it must be a non-empty string to echo in the response")
+    operation = request.get("operation")
+    if operation not in OPERATIONS:
+        raise bad_request(f"request.operation must be one of {', '.join(OPERATIONS)}, got {operation!r}")
+    obj, old_obj = request.get("object"), request.get("oldObject")
+    if operation in ("CREATE", "UPDATE") and not isinstance(obj, dict):
+        raise bad_request(f"request.object must be an object for {operation}, not {_json_type(obj)}")
+    if operation == "UPDATE" and not isinstance(old_obj, dict):
+        raise bad_request(f"request.oldObject must be an object for UPDATE, not {_json_type(old_obj)}")
+    dry_run = request.get("dryRun", False)
+    if not isinstance(dry_run, bool | None):
+        raise bad_request(f"request.dryRun must be a boolean, not {_json_type(dry_run)}")
+    kind = request.get("kind")
+    kind_name = kind.get("kind") if isinstance(kind, dict) else None
+    if not isinstance(kind_name, str) or not kind_name:
+        kind_name = str((obj or old_obj or {}).get("kind") or "")
+    return AdmissionRequest(
+        uid=uid, operation=operation, kind=kind_name, namespace=_text(request.get("namespace")),
+        name=_text(request.get("name")), obj=obj if isinstance(obj, dict) else None,
+        old_obj=old_obj if isinstance(old_obj, dict) else None, dry_run=bool(dry_run),
+        sub_resource=_text(request.get("subResource")),
+    )
+
+
+def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, endpoint: Endpoint) -> Admission:
+    """The engine's verdict on one request, as the `response` of an AdmissionReview."""
+    if request.operation not in ("CREATE", "UPDATE") or request.sub_resource or request.obj is None:
+        return Admission(request, {"uid": request.uid, "allowed": True}, "skipped")
+    operation: Literal["CREATE", "UPDATE"] = "UPDATE" if request.operation == "UPDATE" else "CREATE"
+    if endpoint == "mutate":
+        policies = mutations_only(policies)
+    try:
+        decision = evaluate(
+            _in_namespace(request.obj, request.namespace), policies, facts=facts, operation=operation,
+            old_obj=_in_namespace(request.old_obj, request.namespace) if request.old_obj else None,
+            mutate=endpoint == "mutate",
+        )
+    except Exception as exc:  # an engine bug: the policies' failure mode decides, the process stays up
+        log.exception("engine failed on %s %s/%s (uid %s)", request.kind, request.namespace, request.name,
+                      request.uid)
+        return _engine_failure(request, policies, exc)
+    if decision.note:
+        return Admission(request, {"uid": request.uid, "allowed": True}, "skipped")
+    return _answer(request, decision)
+
+
+def _answer(request: AdmissionRequest, decision: Decision) -> Admission:
+    response: dict[str, Any] = {"uid": request.uid, "allowed": decision.allowed}
+    denial = decision.deny_message()
+    messages = denial.splitlines() + decision.warnings
+    verdict: Verdict = "allowed"
+    if not decision.allowed:
+        response["status"] = {"code": 403, "reason": "Forbidden", "message": denial}
+        verdict = "denied"
+    elif decision.patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(decision.patch, separators=(",", ":")).encode()).decode()
+        verdict = "patched"
+    warnings = short_warnings(decision.warnings)
+    if warnings:
+        response["warnings"] = warnings
+    annotations = {_annotation_key(k): v for k, v in decision.audit_annotations.items()}
+    if annotations:
+        response["auditAnnotations"] = annotations
+    return Admission(request, response, verdict, decision.results, messages)
+
+
+_views: tuple[PolicySet, PolicySet] | None = None
+
+
+def mutations_only(policies: PolicySet) -> PolicySet:
+    """The set as /mutate runs it: only the mutation bindings, so the checks are not run twice.
+
+    Kept for the set last asked about (one set is in force at a time); swapped as one tuple.
+    """
+    global _views  # noqa: PLW0603 - a one-entry cache, replaced atomically
+    cached = _views
+    if cached is not None and cached[0] is policies:
+        return cached[1]
+    view = PolicySet(tuple(
+        replace(p, bindings=tuple(b for b in p.bindings if b.rule.is_mutation))
+        for p in policies.policies if any(b.rule.is_mutation for b in p.bindings)
+    ), policies.generation)
+    _views = (policies, view)
+    return view
+
+
+def _engine_failure(request: AdmissionRequest, policies: PolicySet, exc: Exception) -> Admission:
+    message = f"mlgate could not evaluate this object ({type(exc).__name__}); the webhook log has the details"
+    if any(p.failure_policy is FailurePolicy.FAIL for p in policies.policies):
+        response = {"uid": request.uid, "allowed": False, "status": {"code": 500, "reason": "InternalError",
+                                                                     "message": message}}
+    else:
+        response = {"uid": request.uid, "allowed": True, "warnings": short_warnings([message])}
+    return Admission(request, response, "error", messages=[message])
+
+
+def short_warnings(messages: list[str]) -> list[str]:
+    """Warnings as kubectl shows them: each at most 120 characters, at most 20 of them."""
+    out = [_shorten(m) for m in messages[:MAX_WARNINGS]]
+    if len(messages) > MAX_WARNINGS:
+        out[-1] = f"... and {len(messages) - MAX_WARNINGS + 1} more warnings; see the webhook log"
+    return out
+
+
+def _shorten(message: str) -> str:
+    """Fit one engine message (`[policy/rule] reason: /path: detail; fix`) in 120 characters.
+
+    The policy, rule, reason and detail come first: the path goes, then the fix, then the tail.
+    """
+    head, _, rest = message.partition(": ")
+    path, _, detail = rest.partition(": ")
+    no_path = f"{head}: {detail}" if path.startswith("/") and detail else message
+    candidates = [message, no_path, no_path.rsplit("; ", 1)[0], message.rsplit("; ", 1)[0]]
+    for candidate in candidates:
+        if len(candidate) <= MAX_WARNING_CHARS:
+            return candidate
+    return candidates[2][: MAX_WARNING_CHARS - 3] + "..."
+
+
+def _annotation_key(key: str) -> str:
+    return key.replace("/", ".")[:MAX_ANNOTATION_KEY]
+
+
+def _in_namespace(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The API server leaves metadata.namespace out of many CREATE objects; the request carries it."""
+    meta = obj.get("metadata")
+    if not namespace or not isinstance(meta, dict) or meta.get("namespace"):
+        return obj
+    return {**obj, "metadata": {**meta, "namespace": namespace}}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)

@@ -1,0 +1,139 @@
+"""One webhook process: the service wired to uvicorn over TLS, with its pollers and watches.
+
+`Webhook(options).run()` is what `mlgate serve` does; tests use `start()` / `stop()` to run the
+same server on a thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+
+from mlgate.loading.policies import default_policy_dir
+from mlgate.model.facts import NO_FACTS, ClusterFacts
+from mlgate_certs.bundle import ensure_dev_certs  # type: ignore[import-not-found,unused-ignore]
+
+from .app import create_app
+from .facts_cache import WatchedFacts
+from .metrics import Metrics
+from .policy_store import ClusterPolicySource, DirectorySource, PolicySource, PolicyStore
+from .protocol import protocol_with_timeout
+from .service import Service, Settings
+from .tls import CertReloader
+from .watch import Poller
+
+log = logging.getLogger("mlgate.webhook")
+KEEP_ALIVE_SECONDS = 30  # the API server keeps idle connections to webhooks for up to 90 s
+
+
+@dataclass
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8443
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    policy_paths: tuple[str, ...] = ()
+    log_level: str = "info"
+    kubeconfig: str | None = None
+    in_cluster: bool = False
+    state_dir: Path = Path(".state")
+    settings: Settings = field(default_factory=Settings)
+
+    @property
+    def cluster(self) -> bool:
+        return self.in_cluster or self.kubeconfig is not None
+
+
+class Webhook:
+    def __init__(self, options: ServeOptions):
+        self.options = options
+        self.metrics = Metrics()
+        cert_file, key_file = options.cert_file, options.key_file
+        if cert_file is None or key_file is None:
+            files = ensure_dev_certs(options.state_dir / "dev-tls")
+            cert_file, key_file, self.dev_ca = files.cert, files.key, files.ca_cert
+        else:
+            self.dev_ca = None
+        self.tls = CertReloader(cert_file, key_file, self.metrics)
+        sources: list[PolicySource] = [DirectorySource(options.policy_paths or [default_policy_dir()])]
+        self.watched_facts = WatchedFacts() if options.cluster else None
+        self.cluster_policies = ClusterPolicySource() if options.cluster else None
+        if self.cluster_policies is not None:
+            sources.append(self.cluster_policies)
+        self.store = PolicyStore(sources, self.metrics)
+        self.store.refresh()
+        facts: ClusterFacts = self.watched_facts if self.watched_facts is not None else NO_FACTS
+        self.service = Service(self.store, self.metrics, facts, self.tls, options.settings)
+        self.server = uvicorn.Server(self._config())
+        interval = options.settings.poll_interval
+        self._pollers = [Poller("policies", self.store.refresh, interval),
+                         Poller("certificate", self.tls.check, interval)]
+        self._watch_stop: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+
+    def _config(self) -> uvicorn.Config:
+        return uvicorn.Config(
+            create_app(self.service), host=self.options.host, port=self.options.port,
+            ssl_context_factory=lambda _config, _default: self.tls.listener,
+            http=protocol_with_timeout(self.options.settings.header_timeout),
+            lifespan="off", access_log=False, log_config=None, log_level=self.options.log_level.lower(),
+            server_header=False, proxy_headers=False,  # the API server connects directly; no proxy to trust
+            timeout_keep_alive=KEEP_ALIVE_SECONDS, timeout_graceful_shutdown=10,
+        )
+
+    def _start_background(self) -> None:
+        for poller in self._pollers:
+            poller.start()
+        if self.watched_facts is not None:
+            from .kube import start_watches  # the Kubernetes client only when it is needed
+
+            self._watch_stop = start_watches(self.watched_facts, self.cluster_policies,
+                                             kubeconfig=self.options.kubeconfig, in_cluster=self.options.in_cluster)
+
+    def _stop_background(self) -> None:
+        for poller in self._pollers:
+            poller.stop()
+        if self._watch_stop is not None:
+            self._watch_stop.set()
+
+    def run(self) -> None:
+        """Serve until SIGINT/SIGTERM."""
+        self._start_background()
+        try:
+            self.server.run()
+        finally:
+            self._stop_background()
+
+    def start(self, timeout: float = 10.0) -> None:
+        """Serve on a thread; return once the socket is listening."""
+        self._start_background()
+        self._thread = threading.Thread(target=self.server.run, name="mlgate-webhook", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("the webhook server did not start")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+        self._stop_background()
+
+    @property
+    def port(self) -> int:
+        for server in getattr(self.server, "servers", ()):
+            for sock in server.sockets:
+                return int(sock.getsockname()[1])
+        return self.options.port
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.options.host}:{self.port}"

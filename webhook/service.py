@@ -1,0 +1,51 @@
+"""What one webhook process holds: the policy store, cluster facts, TLS, metrics and limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlgate.model.facts import NO_FACTS, ClusterFacts
+
+from .metrics import Metrics
+from .policy_store import PolicyStore
+from .tls import CertReloader
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_body_bytes: int = 8 * MIB  # object and oldObject of up to ~3 MiB each, plus the envelope
+    read_timeout: float = 5.0  # the API server gives up after the webhook's timeoutSeconds (5) anyway
+    header_timeout: float = 10.0  # a connection must send its request head within this time
+    poll_interval: float = 2.0  # how often policy and certificate files are checked for changes
+
+
+@dataclass
+class Service:
+    policies: PolicyStore
+    metrics: Metrics
+    facts: ClusterFacts = field(default_factory=lambda: NO_FACTS)
+    tls: CertReloader | None = None
+    settings: Settings = field(default_factory=Settings)
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """Ready means: a policy set is in force, TLS serves a valid certificate, and watched facts are listed."""
+        policies = self.policies.status()
+        tls = self.tls.status() if self.tls else {"ready": False, "lastError": "TLS is not configured"}
+        detail: dict[str, Any] = {"policies": policies, "tls": tls}
+        missing = []
+        if not policies["loaded"]:
+            missing.append("no policy set loaded")
+        if not tls["ready"]:
+            missing.append("TLS not ready")
+        status = getattr(self.facts, "status", None)
+        if callable(status):  # watched facts: until every kind is listed, rules that need them would skip
+            detail["facts"] = status()
+            if not self.facts.known:
+                missing.append("cluster facts not synced")
+        detail["ready"] = not missing
+        if missing:
+            detail["missing"] = missing
+        return not missing, detail
