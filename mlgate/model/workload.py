@@ -47,12 +47,14 @@ class PodTemplate:
 
     @property
     def spec(self) -> dict[str, Any]:
-        self._fresh()
+        if self.rerender is not None:
+            self._fresh()
         return self.rendered_spec
 
     @property
     def metadata(self) -> dict[str, Any]:
-        self._fresh()
+        if self.rerender is not None:
+            self._fresh()
         return self.rendered_metadata
 
     def path(self, *tokens: str | int) -> str:

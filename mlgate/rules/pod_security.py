@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from functools import cached_property
 from collections.abc import Iterator
 from typing import Annotated, Any, ClassVar
 
@@ -173,7 +174,7 @@ class BaselineParams(Params):
                     raise ValueError(f"containers: {name!r} is not part of pod-security.{cls.LEVEL}")
         return exceptions
 
-    @property
+    @cached_property
     def minor(self) -> int:
         """The policy version as a minor number; "latest" and anything newer than PSA's newest check → LATEST."""
         match = _VERSION.match(self.version)

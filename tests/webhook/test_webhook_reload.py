@@ -27,6 +27,11 @@ def set_gpu_limit(policy_dir, limit: int) -> None:
     path.write_text(text.replace(current, current.split(":")[0] + f": {limit}"))
 
 
+def metric_value(text: str, name: str) -> float:
+    (line,) = [line for line in text.splitlines() if line.startswith(name + " ")]
+    return float(line.split()[1])
+
+
 def test_a_new_policy_set_takes_over_and_a_broken_one_is_refused_under_load(policy_dir, tls_files):
     webhook = start_webhook(tls_files, [policy_dir])
     load = Load(lambda: client(webhook, tls_files),
@@ -50,7 +55,8 @@ def test_a_new_policy_set_takes_over_and_a_broken_one_is_refused_under_load(poli
             metrics = c.get("/metrics").text
         assert ready.status_code == 200
         assert "unknown rule 'gpu.nope'" in ready.json()["policies"]["lastError"][0]
-        assert "mlgate_policy_reload_errors_total 1.0" in metrics
+        # the broken file and the edit beside it may be seen in one poll or in two: one or two refusals
+        assert metric_value(metrics, "mlgate_policy_reload_errors_total") in (1.0, 2.0)
         assert "mlgate_policy_last_reload_ok 0.0" in metrics
 
         os.remove(policy_dir / "zz-broken.yaml")
