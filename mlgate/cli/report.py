@@ -56,7 +56,8 @@ def _compact(record: Record) -> Record:
 
 
 def _indented(value: dict[str, Any]) -> str:
-    return "\n".join("    " + line for line in json.dumps(value, indent=2).splitlines())
+    # one result per line: compact JSON goes through the C encoder, indented JSON does not
+    return "    " + json.dumps(value, separators=(",", ":"))
 
 
 def text_record(record: Record) -> str:

@@ -17,7 +17,6 @@ from typing import Any
 
 from mlgate.engine import PolicySet, evaluate
 from mlgate.loading.documents import Document, expand, read_documents
-from mlgate.loading.linemap import line_for
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate.model.results import Decision, Outcome
 
@@ -127,10 +126,8 @@ def _violations(document: Document, decision: Decision) -> list[Violation]:
             for finding, message in zip(result.findings, result.messages(), strict=True):
                 found.append(Violation(result.policy, result.rule, result.action.value, finding.path,
                                        finding.reason, message, finding.fix))
-    if found:
-        lines = document.line_map()
-        for violation in found:
-            violation.line = line_for(lines, violation.path) if violation.path else document.line
+    for violation in found:
+        violation.line = document.line_of(violation.path)
     return found
 
 

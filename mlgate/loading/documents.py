@@ -18,7 +18,7 @@ from typing import IO, Any
 
 import yaml
 
-from mlgate.loading.linemap import lines_of
+from mlgate.loading.linemap import line_at
 
 try:
     from yaml import CSafeLoader as SafeLoader
@@ -41,9 +41,9 @@ class Document:
     error: str | None = None
     node: yaml.Node | None = field(default=None, repr=False)  # kept for line numbers
 
-    def line_map(self) -> dict[str, int]:
-        """JSON pointer -> source line, from the node tree the document was built from."""
-        return lines_of(self.node, "", self.line) if self.node is not None else {"": self.line}
+    def line_of(self, ptr: str) -> int:
+        """The source line of a field (or of its nearest ancestor present in the source)."""
+        return line_at(self.node, ptr, self.line) if self.node is not None else self.line
 
     @property
     def where(self) -> str:

@@ -28,10 +28,23 @@ def lines_of(node: yaml.Node, base: str = "", first_line: int = 1) -> dict[str, 
     return found
 
 
-def line_map(text: str, first_line: int = 1) -> dict[str, int]:
-    """Only the pointer -> line map of a document (cheaper than parsing it again)."""
-    node = yaml.compose(text, Loader=SafeLoader)
-    return lines_of(node, "", first_line) if node is not None else {}
+def line_at(node: yaml.Node, ptr: str, first_line: int = 1) -> int:
+    """The line of `ptr`, or of its deepest ancestor present, walking only that path."""
+    line = node.start_mark.line + first_line
+    for token in pointer.split(ptr):
+        child: yaml.Node | None = None
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if str(key_node.value) == token:
+                    line, child = key_node.start_mark.line + first_line, value_node
+                    break
+        elif isinstance(node, yaml.SequenceNode) and token.isdigit() and int(token) < len(node.value):
+            child = node.value[int(token)]
+            line = child.start_mark.line + first_line
+        if child is None:
+            return line
+        node = child
+    return line
 
 
 def compose_with_lines(text: str, first_line: int = 1) -> tuple[Any, dict[str, int]]:

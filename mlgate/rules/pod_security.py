@@ -48,8 +48,8 @@ from __future__ import annotations
 
 import posixpath
 import re
-from functools import cached_property
 from collections.abc import Iterator
+from functools import cached_property
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field, field_validator, model_validator

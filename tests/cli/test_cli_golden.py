@@ -58,7 +58,7 @@ def test_stdin_is_read_with_a_dash():
     body = (ROOT / INPUTS / "too-many-gpus.yaml").read_bytes()
     result = run_cli(["validate", "-o", "json", "-"], stdin=body)
     assert result.returncode == 1
-    assert b'"source": "<stdin>"' in result.stdout
+    assert b'"source":"<stdin>"' in result.stdout
 
 
 def test_one_bad_document_does_not_hide_the_verdicts_on_the_others():
