@@ -55,40 +55,34 @@ def evaluate(
 def _mutate(
     obj: dict[str, Any], policies: list[Policy], context: Context, old_obj: dict[str, Any] | None
 ) -> tuple[dict[str, Any], list[RuleResult]]:
+    """Apply every mutation in order, round after round, until a round changes nothing.
+
+    A rule that raises is dropped and its round starts again from the round's first state,
+    so nothing it half-wrote survives. Rules that report their changes need no copy of the
+    object around them; for the others a before/after snapshot tells.
+    """
     steps = sorted(
         ((b.rule.order, p.key, i, p, b) for p in policies for i, b in enumerate(p.bindings) if b.rule.mutate),
         key=lambda s: s[:3],
     )
     if not steps:
         return obj, []
-    before = snapshot(obj)  # the state before the next rule runs
-    current: dict[str, Any] = restore(before)
+    round_start = snapshot(obj)
+    current: dict[str, Any] = restore(round_start)
     changed: set[tuple[str, str]] = set()
     errors: dict[tuple[str, str], str] = {}
-    for _ in range(MAX_MUTATION_ROUNDS):
-        round_changed = False
-        workload = extract(current, old_obj)
-        for *_, policy, binding in steps:
-            key = (policy.key, binding.rule.id)
-            if key in errors or workload is None:
-                continue
-            try:
-                binding.rule.mutate(workload, binding.params, context)  # type: ignore[misc]
-            except Exception as exc:  # a rule bug must not take the request down
-                log.exception("mutation %s/%s failed", policy.key, binding.rule.id)
-                errors[key] = f"{type(exc).__name__}: {exc}"
-                current = restore(before)
-                workload = extract(current, old_obj)
-                continue
-            after = snapshot(current)
-            if after != before:
-                before = after
-                changed.add(key)
-                round_changed = True
-                if not workload.live:
-                    workload = extract(current, old_obj)  # later rules see this rule's output
-        if not round_changed:
+    rounds = 0
+    while rounds < MAX_MUTATION_ROUNDS:
+        rounds += 1
+        failed = _mutation_round(current, steps, context, old_obj, changed=changed, errors=errors)
+        if failed:  # each rule can fail once, so this cannot loop for ever
+            rounds -= 1
+            current = restore(round_start)
+            continue
+        round_end = snapshot(current)
+        if round_end == round_start:
             break
+        round_start = round_end
     else:
         for *_, policy, binding in steps:
             errors.setdefault((policy.key, binding.rule.id), "mutations did not settle")
@@ -106,6 +100,32 @@ def _mutate(
                        failure_policy=policy.failure_policy)
         )
     return current, results
+
+
+def _mutation_round(
+    current: dict[str, Any], steps: list[Any], context: Context, old_obj: dict[str, Any] | None,
+    *, changed: set[tuple[str, str]], errors: dict[tuple[str, str], str],
+) -> bool:
+    """One pass over the rules; True when a rule raised (the caller restores and retries)."""
+    workload = extract(current, old_obj)
+    for *_, policy, binding in steps:
+        key = (policy.key, binding.rule.id)
+        if key in errors or workload is None:
+            continue
+        rule = binding.rule
+        before = None if rule.reports_changes else snapshot(current)
+        try:
+            claimed = rule.mutate(workload, binding.params, context)  # type: ignore[misc]
+        except Exception as exc:  # a rule bug must not take the request down
+            log.exception("mutation %s/%s failed", policy.key, rule.id)
+            errors[key] = f"{type(exc).__name__}: {exc}"
+            return True
+        did_change = bool(claimed) if before is None else snapshot(current) != before
+        if did_change:
+            changed.add(key)
+            if not workload.live:
+                workload = extract(current, old_obj)  # later rules see this rule's output
+    return False
 
 
 def _run_check(policy: Policy, binding: Binding, workload: Any, context: Context) -> RuleResult:

@@ -36,8 +36,10 @@ SHM_VOLUME = "dshm"
 SHM_PATH = "/dev/shm"
 
 
-@mutation("defaults.gpu-requests", "GPU requests set equal to limits where unset", NoParams, order=10)
-def gpu_requests(workload: Workload, params: NoParams, context: Context) -> None:
+@mutation("defaults.gpu-requests", "GPU requests set equal to limits where unset", NoParams, order=10,
+          reports_changes=True)
+def gpu_requests(workload: Workload, params: NoParams, context: Context) -> bool:
+    changed = False
     for template in workload.templates:
         for _, _, container in template.regular_containers():
             limits = gpu_resources(container, "limits")
@@ -46,6 +48,8 @@ def gpu_requests(workload: Workload, params: NoParams, context: Context) -> None
             if missing:
                 target = template.container_target(str(container.get("name")))
                 ensure(ensure(target, "resources"), "requests").update(missing)
+                changed = True
+    return changed
 
 
 class TolerationParams(Params):
@@ -53,8 +57,10 @@ class TolerationParams(Params):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
 
 
-@mutation("defaults.gpu-toleration", "GPU pods tolerate the GPU node taint", TolerationParams, order=20)
-def gpu_toleration(workload: Workload, params: TolerationParams, context: Context) -> None:
+@mutation("defaults.gpu-toleration", "GPU pods tolerate the GPU node taint", TolerationParams, order=20,
+          reports_changes=True)
+def gpu_toleration(workload: Workload, params: TolerationParams, context: Context) -> bool:
+    changed = False
     for template in workload.templates:
         if pod_gpu_count(template) == 0:
             continue
@@ -62,6 +68,8 @@ def gpu_toleration(workload: Workload, params: TolerationParams, context: Contex
             continue
         toleration = {"key": params.key, "operator": "Exists", "effect": params.effect}
         ensure(template.pod_target(), "tolerations", list).append(toleration)
+        changed = True
+    return changed
 
 
 def _tolerates(toleration: Any, key: str, effect: str) -> bool:
@@ -78,35 +86,41 @@ class SecurityParams(Params):
     run_as_non_root: bool = False
 
 
-@mutation("defaults.security-context", "hardened securityContext where unset", SecurityParams, order=30)
-def security_context(workload: Workload, params: SecurityParams, context: Context) -> None:
+@mutation("defaults.security-context", "hardened securityContext where unset", SecurityParams, order=30,
+          reports_changes=True)
+def security_context(workload: Workload, params: SecurityParams, context: Context) -> bool:
+    changed = False
     for template in workload.templates:
         if (template.spec.get("os") or {}).get("name") == "windows":
             continue
         pod_sc = template.spec.get("securityContext") or {}
         if params.seccomp_runtime_default and not pod_sc.get("seccompProfile"):
             ensure(ensure(template.pod_target(), "securityContext"), "seccompProfile")["type"] = "RuntimeDefault"
+            changed = True
         if params.run_as_non_root and pod_sc.get("runAsNonRoot") is None:
             ensure(template.pod_target(), "securityContext")["runAsNonRoot"] = True
+            changed = True
         for _, _, container in template.regular_containers():
-            _harden_container(template, container, params)
+            changed |= _harden_container(template, container, params)
+    return changed
 
 
-def _harden_container(template: PodTemplate, container: dict[str, Any], params: SecurityParams) -> None:
+def _harden_container(template: PodTemplate, container: dict[str, Any], params: SecurityParams) -> bool:
     sc = container.get("securityContext") or {}
     if sc.get("privileged"):
-        return  # the API server refuses allowPrivilegeEscalation=false with privileged=true
+        return False  # the API server refuses allowPrivilegeEscalation=false with privileged=true
     wanted: dict[str, Any] = {}
     if params.disallow_privilege_escalation and sc.get("allowPrivilegeEscalation") is None:
         wanted["allowPrivilegeEscalation"] = False
     if params.drop_all_capabilities and (sc.get("capabilities") or {}).get("drop") is None:
         wanted["drop"] = ["ALL"]
     if not wanted:
-        return
+        return False
     target = ensure(template.container_target(str(container.get("name"))), "securityContext")
     if "drop" in wanted:
         ensure(target, "capabilities")["drop"] = wanted.pop("drop")
     target.update(wanted)
+    return True
 
 
 class RunPolicyParams(Params):
@@ -115,9 +129,11 @@ class RunPolicyParams(Params):
     clean_pod_policy: Literal["All", "Running", "None"] | None = "Running"
 
 
-@mutation("defaults.run-policy", "restartPolicy, backoffLimit and cleanPodPolicy", RunPolicyParams, order=40)
-def run_policy(workload: Workload, params: RunPolicyParams, context: Context) -> None:
+@mutation("defaults.run-policy", "restartPolicy, backoffLimit and cleanPodPolicy", RunPolicyParams, order=40,
+          reports_changes=True)
+def run_policy(workload: Workload, params: RunPolicyParams, context: Context) -> bool:
     obj = workload.obj
+    changed = False
     job_like = workload.kind == "Job"
     for template in workload.templates:
         ptr = template.restart_policy_pointer
@@ -126,13 +142,14 @@ def run_policy(workload: Workload, params: RunPolicyParams, context: Context) ->
         value = params.restart_policy
         if job_like and value not in ("OnFailure", "Never"):
             value = "OnFailure"  # batch/v1 accepts only these two
-        _set_default(obj, ptr, value)
+        changed |= _set_default(obj, ptr, value)
     if workload.run_policy_pointer is None:
-        return
+        return changed
     if params.backoff_limit is not None:
-        _set_default(obj, workload.run_policy_pointer + "/backoffLimit", params.backoff_limit)
+        changed |= _set_default(obj, workload.run_policy_pointer + "/backoffLimit", params.backoff_limit)
     if params.clean_pod_policy is not None and not job_like:
-        _set_default(obj, workload.run_policy_pointer + "/cleanPodPolicy", params.clean_pod_policy)
+        changed |= _set_default(obj, workload.run_policy_pointer + "/cleanPodPolicy", params.clean_pod_policy)
+    return changed
 
 
 class ShmParams(Params):
@@ -140,9 +157,11 @@ class ShmParams(Params):
     min_gpus_per_pod: int = Field(default=2, ge=1)
 
 
-@mutation("defaults.shm", "memory-backed /dev/shm for multi-GPU NCCL jobs", ShmParams, order=50)
-def shared_memory(workload: Workload, params: ShmParams, context: Context) -> None:
+@mutation("defaults.shm", "memory-backed /dev/shm for multi-GPU NCCL jobs", ShmParams, order=50,
+          reports_changes=True)
+def shared_memory(workload: Workload, params: ShmParams, context: Context) -> bool:
     distributed = workload.total_replicas > 1
+    changed = False
     for template in workload.templates:
         gpus = pod_gpu_count(template)
         if gpus == 0 or (gpus < params.min_gpus_per_pod and not distributed):
@@ -156,10 +175,13 @@ def shared_memory(workload: Workload, params: ShmParams, context: Context) -> No
             if params.size_limit:
                 empty_dir["sizeLimit"] = params.size_limit
             ensure(template.pod_target(), "volumes", list).append({"name": SHM_VOLUME, "emptyDir": empty_dir})
+            changed = True
         for key, _, container in template.regular_containers():
             if key == "containers" and gpu_resources(container, "limits"):
                 target = template.container_target(str(container.get("name")))
                 ensure(target, "volumeMounts", list).append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
+                changed = True
+    return changed
 
 
 class CheckpointEnvParams(Params):
@@ -167,8 +189,10 @@ class CheckpointEnvParams(Params):
     claim_patterns: list[str] = Field(default_factory=lambda: ["*checkpoint*", "*ckpt*"])
 
 
-@mutation("defaults.checkpoint-env", "the checkpoint directory as an env var", CheckpointEnvParams, order=60)
-def checkpoint_env(workload: Workload, params: CheckpointEnvParams, context: Context) -> None:
+@mutation("defaults.checkpoint-env", "the checkpoint directory as an env var", CheckpointEnvParams, order=60,
+          reports_changes=True)
+def checkpoint_env(workload: Workload, params: CheckpointEnvParams, context: Context) -> bool:
+    changed = False
     for template in workload.templates:
         for name, directory in _checkpoint_dirs(workload, template, params):
             container = next((c for _, _, c in template.regular_containers() if c.get("name") == name), {})
@@ -176,6 +200,8 @@ def checkpoint_env(workload: Workload, params: CheckpointEnvParams, context: Con
                 continue
             env = ensure(template.container_target(name), "env", list)
             env.append({"name": params.env_name, "value": directory})
+            changed = True
+    return changed
 
 
 def _checkpoint_dirs(
@@ -200,9 +226,13 @@ def _checkpoint_dirs(
     return found
 
 
-def _set_default(obj: dict[str, Any], ptr: str, value: Any) -> None:
+def _set_default(obj: dict[str, Any], ptr: str, value: Any) -> bool:
+    """Set the field at `ptr` (parents created) unless present; True if it was set."""
     tokens = pointer.split(ptr)
     node = obj
     for token in tokens[:-1]:
         node = ensure(node, token)
-    node.setdefault(tokens[-1], value)
+    if tokens[-1] in node:
+        return False
+    node[tokens[-1]] = value
+    return True

@@ -44,7 +44,9 @@ class Context:
 
 CheckResult = Iterable[Finding] | Skipped | Unevaluable
 CheckFn = Callable[[Workload, Any, Context], CheckResult]
-MutateFn = Callable[[Workload, Any, Context], None]
+# A mutation edits the workload in place. One registered with reports_changes=True returns
+# whether it changed anything, which spares the engine a copy of the object around it.
+MutateFn = Callable[[Workload, Any, Context], bool | None]
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class RuleSpec:
     check: CheckFn | None = None
     mutate: MutateFn | None = None
     order: int = 100  # mutations run in ascending order
+    reports_changes: bool = False
 
     @property
     def family(self) -> str:
@@ -90,10 +93,11 @@ def check(
 
 
 def mutation(
-    rule_id: str, summary: str, params: type[P] = NoParams, order: int = 100  # type: ignore[assignment]
-) -> Callable[[Callable[[Workload, P, Context], None]], Callable[..., None]]:
-    def wrap(fn: Callable[[Workload, P, Context], None]) -> Callable[..., None]:
-        _register(RuleSpec(rule_id, summary, params, mutate=fn, order=order))
+    rule_id: str, summary: str, params: type[P] = NoParams, order: int = 100,  # type: ignore[assignment]
+    reports_changes: bool = False,
+) -> Callable[[Callable[[Workload, P, Context], bool | None]], Callable[..., bool | None]]:
+    def wrap(fn: Callable[[Workload, P, Context], bool | None]) -> Callable[..., bool | None]:
+        _register(RuleSpec(rule_id, summary, params, mutate=fn, order=order, reports_changes=reports_changes))
         return fn
 
     return wrap

@@ -126,3 +126,23 @@ def test_patch_escapes_slashes_in_keys():
     assert decision.patch == [
         {"op": "add", "path": "/spec/containers/0/resources/requests/nvidia.com~1gpu", "value": 1}
     ]
+
+
+@pytest.mark.parametrize("rule", [r["rule"] for r in ALL_DEFAULTS])
+@pytest.mark.parametrize(
+    "build",
+    [pod, pytorchjob, trainingjob, lambda: change(pod(), "/spec/tolerations", DELETE),
+     lambda: change(pytorchjob(), "/spec/runPolicy", DELETE),
+     lambda: change(change(trainingjob(), "/spec/template", DELETE), "/spec/checkpoint", {"uri": "s3://b/k"})],
+    ids=["pod", "pytorchjob", "trainingjob", "pod-bare", "pytorchjob-bare", "trainingjob-bare"],
+)
+def test_defaults_report_exactly_when_they_change_the_object(rule, build):
+    from mlgate.engine.patch import clone
+    from mlgate.rules.registry import Context, catalog
+    from mlgate.workloads.extract import extract
+
+    spec = catalog()[rule]
+    obj = build()
+    before = clone(obj)
+    claimed = spec.mutate(extract(obj), spec.params(), Context())
+    assert claimed is (obj != before)
