@@ -120,11 +120,8 @@ def _mutation_round(
             log.exception("mutation %s/%s failed", policy.key, rule.id)
             errors[key] = f"{type(exc).__name__}: {exc}"
             return True
-        did_change = bool(claimed) if before is None else snapshot(current) != before
-        if did_change:
+        if (bool(claimed) if before is None else snapshot(current) != before):
             changed.add(key)
-            if not workload.live:
-                workload = extract(current, old_obj)  # later rules see this rule's output
     return False
 
 

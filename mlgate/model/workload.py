@@ -33,9 +33,8 @@ class PodTemplate:
     meta_pointer: str
     restart_policy_pointer: str | None = None
     main_container: str | None = None
-    live: bool = False  # spec and metadata are the user's own dicts, so writes show at once
-    # For rendered views: re-renders (spec, metadata) after a target was handed out, so a rule
-    # that writes through one role's template sees its own write when it reads the next one.
+    # Views that are not the user's own dicts (rendered, or missing until a write creates them)
+    # are rebuilt after a target was handed out, so a rule sees its own writes when it reads on.
     rerender: Callable[[], tuple[dict[str, Any], dict[str, Any]]] | None = None
     writes: Callable[[], int] | None = None
     _seen_writes: int = 0
@@ -95,11 +94,6 @@ class Workload:
     model_uri: tuple[str, str] | None = None  # (pointer, uri)
     gang_pointer: str | None = None  # where the kind keeps its own gang settings
     old_obj: dict[str, Any] | None = None
-
-    @property
-    def live(self) -> bool:
-        """Whether mutations show in this view without extracting it again."""
-        return all(t.live for t in self.templates)
 
     @property
     def total_replicas(self) -> int:

@@ -93,8 +93,17 @@ def _raw_template(
 ) -> PodTemplate:
     found_spec, found_meta = pointer.resolve(obj, spec_pointer), pointer.resolve(obj, meta_pointer)
     spec, metadata = _dict(found_spec), _dict(found_meta)
+    writes = [0]  # a target handed out may create the spec or metadata the view lacks
+
+    def target(ptr: str) -> dict[str, Any]:
+        writes[0] += 1
+        return _ensure_at(obj, ptr)
+
+    def rerender() -> tuple[dict[str, Any], dict[str, Any]]:
+        return _dict(pointer.resolve(obj, spec_pointer)), _dict(pointer.resolve(obj, meta_pointer))
 
     def container_target(name: str) -> dict[str, Any]:
+        writes[0] += 1
         for key in ("containers", "initContainers"):
             for container in _ensure_at(obj, spec_pointer).get(key) or []:
                 if isinstance(container, dict) and container.get("name") == name:
@@ -107,12 +116,14 @@ def _raw_template(
         rendered_spec=spec,
         rendered_metadata=metadata,
         path_fn=lambda tokens: pointer.join(spec_pointer, *tokens),
-        pod_target=lambda: _ensure_at(obj, spec_pointer),
+        pod_target=lambda: target(spec_pointer),
         container_target=container_target,
-        meta_target=lambda: _ensure_at(obj, meta_pointer),
+        meta_target=lambda: target(meta_pointer),
         meta_pointer=meta_pointer,
         restart_policy_pointer=spec_pointer + "/restartPolicy",
-        live=isinstance(found_spec, dict) and isinstance(found_meta, dict),
+        # the user's own dicts need no refresh; a missing one is created by the first write
+        rerender=None if isinstance(found_spec, dict) and isinstance(found_meta, dict) else rerender,
+        writes=lambda: writes[0],
     )
 
 
