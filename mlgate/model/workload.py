@@ -38,6 +38,7 @@ class PodTemplate:
     rerender: Callable[[], tuple[dict[str, Any], dict[str, Any]]] | None = None
     writes: Callable[[], int] | None = None
     _seen_writes: int = 0
+    _container_cache: tuple[int, tuple[tuple[str, int, dict[str, Any]], ...]] | None = None
 
     def _fresh(self) -> None:
         if self.rerender is not None and self.writes is not None and self.writes() != self._seen_writes:
@@ -60,12 +61,22 @@ class PodTemplate:
         """Pointer, in the user's object, of a field given relative to the pod spec."""
         return self.path_fn(tokens)
 
-    def containers(self) -> Iterator[tuple[str, int, dict[str, Any]]]:
-        """Every container of every kind (init, regular, ephemeral), as PSA's visitor does."""
-        for key in CONTAINER_LISTS:
-            for index, container in enumerate(self.spec.get(key) or []):
-                if isinstance(container, dict):
-                    yield key, index, container
+    def containers(self) -> tuple[tuple[str, int, dict[str, Any]], ...]:
+        """Every container of every kind (init, regular, ephemeral), as PSA's visitor does.
+
+        Kept until the next write: every check walks these, many times per object.
+        """
+        writes = self.writes() if self.writes is not None else 0
+        if self._container_cache is None or self._container_cache[0] != writes:
+            spec = self.spec
+            found = tuple(
+                (key, index, container)
+                for key in CONTAINER_LISTS
+                for index, container in enumerate(spec.get(key) or [])
+                if isinstance(container, dict)
+            )
+            self._container_cache = (writes, found)
+        return self._container_cache[1]
 
     def regular_containers(self) -> Iterator[tuple[str, int, dict[str, Any]]]:
         for key, index, container in self.containers():
