@@ -74,3 +74,19 @@ def test_version_prints_the_package_version():
 
     result = run_cli(["--version"])
     assert result.stdout.decode().strip() == f"mlgate, version {__version__}"
+
+
+def test_a_document_over_the_size_limit_is_refused_with_a_clear_message_and_the_rest_still_judged(tmp_path):
+    big = tmp_path / "big.yaml"
+    with big.open("w") as handle:
+        handle.write("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: huge}\ndata:\n")
+        line = "  k{}: " + "x" * 1000 + "\n"
+        for index in range(3300):  # a little over 3 MiB
+            handle.write(line.format(index))
+        handle.write("---\n")
+        handle.write((ROOT / INPUTS / "too-many-gpus.yaml").read_text())
+    result = run_cli(["validate", str(big)])
+    out = result.stdout.decode()
+    assert result.returncode == 2
+    assert "[doc 0] ERROR document is larger than 3 MiB; the API server would refuse it" in out
+    assert "Pod ml/greedy: DENIED" in out
