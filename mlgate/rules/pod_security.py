@@ -49,13 +49,14 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import cached_property
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from mlgate.model.results import Finding, Skipped
-from mlgate.model.workload import Workload
+from mlgate.model.workload import PodTemplate, Workload
 from mlgate.rules.pod_security_checks import (
     BASELINE_CHECKS,
     LATEST,
@@ -210,6 +211,30 @@ def _findings(workload: Workload, params: BaselineParams) -> Iterator[Finding]:
     checks = active_checks(params.LEVEL, params.minor, params.skip_checks)
     if not getattr(params, "include_baseline", True):
         checks = [c for c in checks if c.level == "restricted"]
+    groups = _alike(workload.templates)
     for definition in checks:
-        for template in workload.templates:
-            yield from definition.fn(Pod(template, params.minor, definition.id, allow))
+        for lead, twins in groups:
+            for finding in definition.fn(Pod(lead, params.minor, definition.id, allow)):
+                yield finding
+                yield from (_moved(finding, lead, twin) for twin in twins)
+
+
+def _alike(templates: list[PodTemplate]) -> list[tuple[PodTemplate, list[PodTemplate]]]:
+    """Templates grouped by identical pod spec and metadata (a Kubeflow Master and its Workers
+    usually are): each group is checked once and its findings are repeated at the twins' paths."""
+    groups: list[tuple[PodTemplate, list[PodTemplate]]] = []
+    for template in templates:
+        for lead, twins in groups:
+            if lead.spec == template.spec and lead.metadata == template.metadata:
+                twins.append(template)
+                break
+        else:
+            groups.append((template, []))
+    return groups
+
+
+def _moved(finding: Finding, lead: PodTemplate, twin: PodTemplate) -> Finding:
+    for old, new in ((lead.path(), twin.path()), (lead.meta_pointer, twin.meta_pointer)):
+        if finding.path == old or finding.path.startswith(old + "/"):
+            return replace(finding, path=new + finding.path[len(old):])
+    return finding

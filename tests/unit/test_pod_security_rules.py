@@ -506,3 +506,16 @@ def test_pytorchjob_finding_names_the_replica_that_violates():
 def test_job_template_is_checked():
     obj = change(job(), "/spec/template/spec/hostNetwork", True)
     assert violations(obj, BASELINE) == {("/spec/template/spec/hostNetwork", "host namespaces")}
+
+
+def test_identical_roles_are_each_reported_at_their_own_path() -> None:
+    obj = pytorchjob()
+    for role in ("Master", "Worker"):
+        obj = change(obj, f"/spec/pytorchReplicaSpecs/{role}/template/spec/containers/0/securityContext/privileged",
+                     True)
+    decision = decide(obj, "pod-security.baseline")
+    paths = sorted(f.path for r in decision.violations for f in r.findings)
+    assert paths == [
+        f"/spec/pytorchReplicaSpecs/{role}/template/spec/containers/0/securityContext/privileged"
+        for role in ("Master", "Worker")
+    ]
