@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test checks bench bench-webhook demo clean
+.PHONY: setup run test e2e control-plane checks bench bench-webhook demo clean
 
 setup: $(STAMP)
 
@@ -24,8 +24,20 @@ run: setup
 demo: setup
 	$(BIN)/mlgate validate examples/ ; test $$? -le 1
 
-test: setup
+# The whole suite, the end-to-end tests against a real etcd + kube-apiserver included.
+test: setup control-plane
 	$(BIN)/python -m pytest
+
+# Only the end-to-end tests (real kubectl, real API server, the webhook as a process).
+e2e: setup control-plane
+	$(BIN)/python -m pytest -m e2e tests/e2e
+
+# etcd from Debian's etcd-server package (apt-get, skipped when etcd is on PATH) and kube-apiserver
+# built from k8s.io/kubernetes at tools/control-plane/VERSION, cached in ~/.cache/mlgate/k8s/v<version>/.
+# The first build takes minutes; later runs find the cached binary and return at once.
+control-plane:
+	tools/control-plane/etcd.sh
+	tools/control-plane/kube-apiserver.sh
 
 checks: setup
 	$(BIN)/ruff check .

@@ -27,6 +27,7 @@ from .metrics import Metrics
 from .watch import content_signature, manifest_files
 
 log = logging.getLogger("mlgate.webhook.policies")
+CLUSTER_KINDS = ("MLPolicy", "ClusterMLPolicy")
 
 
 class PolicySource(Protocol):
@@ -56,20 +57,29 @@ class DirectorySource:
 
 
 class ClusterPolicySource:
-    """MLPolicy and ClusterMLPolicy objects, kept from watch events (plain dicts)."""
+    """MLPolicy and ClusterMLPolicy objects, kept from watch events (plain dicts).
+
+    `synced` once both kinds have been listed: before that, the policies stored in the cluster are
+    unknown and a webhook must not report ready (it would admit what they deny)."""
 
     name = "cluster"
 
     def __init__(self) -> None:
         self._objects: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         self._revision = 0
+        self._listed: set[str] = set()
         self._lock = threading.Lock()
+
+    @property
+    def synced(self) -> bool:
+        return self._listed.issuperset(CLUSTER_KINDS)
 
     def replace(self, kind: str, items: Sequence[Mapping[str, Any]]) -> None:
         with self._lock:
             self._objects = {k: v for k, v in self._objects.items() if k[0] != kind}
             self._objects.update((_key(kind, o), o) for o in items)
             self._revision += 1
+            self._listed.add(kind)
 
     def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
         with self._lock:
@@ -109,16 +119,20 @@ class PolicyStore:
         self.metrics = metrics
         self.current: PolicySet | None = None
         self.errors: list[str] = []
+        self.synced = False  # every source had listed its documents when the set was last compiled
         self._versions: tuple[Hashable, ...] | None = None
         self._lock = threading.Lock()
 
     def refresh(self) -> bool:
         """Reload if a source changed; True when a new set came into force."""
         with self._lock:
+            synced = all(getattr(s, "synced", True) for s in self.sources)  # read before the versions
             versions = tuple(s.version() for s in self.sources)
             if versions == self._versions:
+                self.synced = synced
                 return False
             self._versions = versions
+            self.synced = synced
             policies: list[Policy] = []
             errors: list[str] = []
             for source in self.sources:
@@ -159,6 +173,7 @@ class PolicyStore:
             "generation": current.generation if current else 0,
             "policies": [p.key for p in current.policies] if current else [],
             "lastError": list(self.errors),
+            "synced": self.synced,
         }
 
 

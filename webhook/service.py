@@ -38,6 +38,8 @@ class Service:
         missing = []
         if not policies["loaded"]:
             missing.append("no policy set loaded")
+        elif not policies["synced"]:
+            missing.append("cluster policies not listed")
         if not tls["ready"]:
             missing.append("TLS not ready")
         status = getattr(self.facts, "status", None)

@@ -1,0 +1,84 @@
+"""Facts from the live cluster: StorageClass provisioners and Node MIG inventory, read by the webhook's watches.
+
+There is no kubelet and no provisioner: Nodes (labels and status.allocatable) and claims are created
+through the API and simply stored, which is all the webhook reads.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from control_plane import ControlPlane
+from e2e_objects import pytorchjob, trainingjob
+from e2e_webhook import WebhookProcess, until_verdict
+
+pytestmark = pytest.mark.e2e
+
+
+def storage_class(name: str, provisioner: str) -> dict[str, Any]:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+            "provisioner": provisioner}
+
+
+def claim(name: str, class_name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": class_name,
+                     "resources": {"requests": {"storage": "100Gi"}}}}
+
+
+def checkpointed_job(name: str, claim_name: str) -> dict[str, Any]:
+    job = trainingjob(name, replicas=4, checkpoint={"claimName": claim_name, "mountPath": "/checkpoints"})
+    return job
+
+
+def mig_node(name: str, allocatable: dict[str, str]) -> dict[str, Any]:
+    labels = {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
+              "nvidia.com/mig.strategy": "mixed", "nvidia.com/gpu.present": "true"}
+    resources = {"cpu": "96", "memory": "1Ti", "pods": "110", **allocatable}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+            "status": {"capacity": resources, "allocatable": resources}}
+
+
+def test_checkpoint_claim_on_a_single_node_provisioner_is_refused_for_four_replicas(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    suffix = uuid.uuid4().hex[:5]
+    ebs, efs = f"e2e-ebs-{suffix}", f"e2e-efs-{suffix}"
+    cluster.kubectl("create", "-f", "-", stdin=[storage_class(ebs, "ebs.csi.aws.com"),
+                                                storage_class(efs, "efs.csi.aws.com")]).check()
+    # the RWX claim first: once the webhook has seen the second claim it has seen the first (one watch, in order)
+    claims = [claim("ckpt-efs", efs), claim("ckpt-ebs", ebs)]
+    cluster.kubectl("create", "-n", namespace, "-f", "-", stdin=claims).check()
+
+    on_ebs = checkpointed_job("resnet-ebs", "ckpt-ebs")
+    tag = "[storage/storage.shared-claim-rwx] provisioner cannot share"
+    until_verdict(cluster, on_ebs, namespace, denied_with=tag)  # once the webhook's watch has the claims
+    refused = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=on_ebs)
+    assert refused.code == 1, refused
+    assert tag in refused.stderr and "/spec/checkpoint/claimName" in refused.stderr, refused
+    assert "ebs.csi.aws.com" in refused.stderr and "4 pods" in refused.stderr, refused
+
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=checkpointed_job("resnet-efs", "ckpt-efs")).check()
+    stored = cluster.get_object("trainingjob", "resnet-efs", namespace)
+    assert stored["spec"]["checkpoint"]["claimName"] == "ckpt-efs"
+
+
+def test_mig_profile_no_node_advertises_is_refused_when_the_policy_reads_node_inventory(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    node = f"e2e-a100-{uuid.uuid4().hex[:5]}"
+    cluster.kubectl("create", "-f", "-", stdin=mig_node(node, {"nvidia.com/mig-1g.5gb": "7"})).check()
+    stored = cluster.get_object("node", node)
+    assert stored["status"]["allocatable"]["nvidia.com/mig-1g.5gb"] == "7", stored.get("status")
+
+    missing = pytorchjob("wide-mig", {"nvidia.com/mig-3g.20gb": 1})
+    tag = "[mig/mig.node-inventory] mig devices not offered"
+    until_verdict(cluster, missing, namespace, denied_with=tag)  # once the webhook's watch has the node
+    refused = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=missing)
+    assert refused.code == 1 and tag in refused.stderr, refused
+    assert "/spec/pytorchReplicaSpecs/Master/template/spec/containers/0/resources/limits" in refused.stderr, refused
+    assert "nvidia.com/mig-1g.5gb" in refused.stderr, refused  # the fix names what nodes do offer
+
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=pytorchjob("small-mig", {"nvidia.com/mig-1g.5gb": 1})
+                    ).check()
+    assert cluster.get_object("pytorchjob", "small-mig", namespace)["metadata"]["name"] == "small-mig"

@@ -1,0 +1,85 @@
+"""Policies as cluster objects: `kubectl apply` of an MLPolicy or ClusterMLPolicy changes the next verdict
+without restarting the webhook; a broken one is refused or reported, and the old set stays in force."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from control_plane import ControlPlane
+from e2e_objects import pytorchjob
+from e2e_webhook import WebhookProcess, dry_run, eventually, until_verdict
+
+pytestmark = pytest.mark.e2e
+TIMEOUT = 30.0
+
+
+def gpu_policy(kind: str, name: str, per_container: Any, namespace: str, **rule: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    spec: dict[str, Any] = {"rules": [{"rule": "gpu.max", "action": "deny", "params": {"perContainer": per_container},
+                                       **rule}]}
+    if kind == "MLPolicy":
+        meta["namespace"] = namespace
+    else:
+        spec["match"] = {"namespaces": [namespace]}
+    return {"apiVersion": "mlgate.dev/v1alpha1", "kind": kind, "metadata": meta, "spec": spec}
+
+
+@pytest.mark.parametrize("kind", ["MLPolicy", "ClusterMLPolicy"])
+def test_applied_policy_changes_the_next_apply_without_a_restart(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str, kind: str) -> None:
+    pid = webhook.process.pid if webhook.process else None
+    job = pytorchjob("four-gpus", {"nvidia.com/gpu": 4})
+    assert dry_run(cluster, job, namespace).ok  # the shipped limit is 8 per container
+    name = f"team-gpu-{namespace}"[:63] if kind == "ClusterMLPolicy" else "team-gpu"
+    key = f"{namespace}/{name}" if kind == "MLPolicy" else name
+    try:
+        cluster.kubectl("apply", "-f", "-", stdin=gpu_policy(kind, name, 2, namespace)).check()
+        until_verdict(cluster, job, namespace, denied_with=f"[{key}/gpu.max]")
+        real = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=job)
+        assert real.code == 1 and f"[{key}/gpu.max] too many gpus per container" in real.stderr, real
+        assert "the limit is 2" in real.stderr, real
+
+        cluster.kubectl("apply", "-f", "-", stdin=gpu_policy(kind, name, 4, namespace)).check()
+        until_verdict(cluster, job, namespace)
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=job).check()
+    finally:
+        if kind == "ClusterMLPolicy":
+            cluster.kubectl("delete", "clustermlpolicy", name, "--ignore-not-found")
+    assert webhook.process is not None and webhook.process.pid == pid and webhook.process.running()
+
+
+def test_policy_the_crd_schema_rejects_is_refused_by_kubectl(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    broken = gpu_policy("MLPolicy", "team-gpu", 2, namespace, action="block")
+    result = cluster.kubectl("apply", "-f", "-", stdin=broken)
+    assert result.code == 1, result
+    assert "spec.rules[0].action" in result.stderr and '"block"' in result.stderr, result
+    assert cluster.kubectl("get", "mlpolicy", "team-gpu", "-n", namespace).code == 1
+
+
+def test_broken_policy_is_reported_and_the_old_set_stays_in_force(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    job = pytorchjob("four-gpus", {"nvidia.com/gpu": 4})
+    cluster.kubectl("apply", "-f", "-", stdin=gpu_policy("MLPolicy", "team-gpu", 2, namespace)).check()
+    until_verdict(cluster, job, namespace, denied_with=f"[{namespace}/team-gpu/gpu.max]")
+    generation = webhook.readyz()[1]["policies"]["generation"]
+    # valid for the CRD schema (params are free-form), wrong for the rule: `perContainer` must be a number
+    broken = gpu_policy("MLPolicy", "team-gpu-typo", "many", namespace)
+    try:
+        cluster.kubectl("apply", "-f", "-", stdin=broken).check()
+        where = f"cluster:MLPolicy/{namespace}/team-gpu-typo"
+
+        def reported() -> list[str] | None:
+            errors = webhook.readyz()[1]["policies"]["lastError"]
+            return errors if any(where in e and "perContainer" in e for e in errors) else None
+
+        errors = eventually(f"the webhook to report {where}", reported, TIMEOUT)
+        status, ready = webhook.readyz()
+        assert status == 200 and ready["policies"]["generation"] == generation, (errors, ready)
+        denied = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=job)
+        assert denied.code == 1 and f"[{namespace}/team-gpu/gpu.max]" in denied.stderr, denied
+    finally:
+        cluster.kubectl("delete", "mlpolicy", "team-gpu-typo", "-n", namespace, "--ignore-not-found").check()
+    eventually("the webhook to load the set again", lambda: True if not webhook.readyz()[1]["policies"][
+        "lastError"] else None, TIMEOUT)
