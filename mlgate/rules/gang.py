@@ -146,9 +146,13 @@ class GangParams(Params):
 
 @mutation("gang.inject", "set the chosen gang scheduler's markers on every pod template", GangParams, order=50)
 def inject(workload: Workload, params: GangParams, context: Context) -> None:
-    """CREATE only: a running gang is never regrouped (gang.immutable), and Job templates are immutable."""
+    """On CREATE, and on an UPDATE of a job that already carries gang settings: an update that sends
+    the manifest as written (kubectl replace, GitOps) gets back the same markers instead of being
+    refused by gang.immutable. A job that had none is never regrouped while it runs."""
     total = workload.total_replicas
-    if context.operation != "CREATE" or not (workload.obj.get("metadata") or {}).get("name") or total < 1:
+    if not (workload.obj.get("metadata") or {}).get("name") or total < 1:
+        return
+    if context.operation == "UPDATE" and not _had_gang(workload):
         return
     if not _opted_in(workload, params):
         return
@@ -162,6 +166,11 @@ def inject(workload: Workload, params: GangParams, context: Context) -> None:
     if label and params.queue and workload.kind in JOB_KINDS and label not in workload.labels:
         ensure(ensure(workload.obj, "metadata"), "labels")[label] = params.queue
     _set_job_settings(workload, params, min(params.min_member or total, total))
+
+
+def _had_gang(workload: Workload) -> bool:
+    old = extract(workload.old_obj) if workload.old_obj is not None else None
+    return old is not None and bool(settings(old))
 
 
 def _opted_in(workload: Workload, params: GangParams) -> bool:

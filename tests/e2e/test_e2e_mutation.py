@@ -118,11 +118,6 @@ def test_replacing_a_job_with_its_manifest_as_written_keeps_the_defaults(
     replace_with_original(cluster, in_namespace(example("pytorchjob-needs-defaults.yaml"), namespace), tmp_path)
 
 
-GANG_ON_UPDATE = ("gang.inject runs on CREATE only, so a full UPDATE without the injected gang settings is denied "
-                  "by gang.immutable ('... was removed'); gang.inject should carry them over from oldObject on UPDATE")
-
-
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=GANG_ON_UPDATE)
 def test_replacing_a_gang_job_with_its_manifest_as_written_keeps_the_gang_settings(
         webhook: WebhookProcess, cluster: ControlPlane, make_namespace: NamespaceFactory, tmp_path: Path) -> None:
     namespace = volcano_namespace(cluster, make_namespace, trainingjob("probe"))

@@ -3,8 +3,9 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from builders import DELETE, change, decide, job, outcome, pod, pytorchjob, trainingjob
+from builders import DELETE, change, decide, job, outcome, pod, policy_set, pytorchjob, trainingjob
 
+from mlgate.engine import evaluate
 from mlgate.model.results import Outcome
 
 MASTER_META = "/spec/pytorchReplicaSpecs/Master/template/metadata"
@@ -120,10 +121,20 @@ def test_inject_fills_kubeflow_min_available_and_volcano_queue():
     assert meta(mutated, WORKER_META)["annotations"]["scheduling.volcano.sh/group-min-member"] == "4"
 
 
-def test_inject_changes_nothing_on_update():
+def test_inject_does_not_group_a_running_job_that_had_no_gang_on_update():
     obj = pytorchjob()
     decision = decide(obj, "gang.inject", {"scheduler": "kueue"}, operation="UPDATE", old_obj=obj)
     assert decision.patch == []
+
+
+def test_an_update_with_the_manifest_as_written_gets_the_same_markers_back_and_passes_immutable():
+    written = pytorchjob()
+    stored = inject(written, "kueue", queue="team-a")
+    policies = policy_set({"rule": "gang.inject", "params": {"scheduler": "kueue", "queue": "team-a"}},
+                          {"rule": "gang.immutable"})
+    decision = evaluate(written, policies, operation="UPDATE", old_obj=stored)
+    assert decision.mutated == stored
+    assert decision.allowed, decision.deny_message()
 
 
 def test_inject_uses_the_scheduler_name_override():
