@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from mlgate.rules.gang import ANNOTATIONS, GROUP, LABELS, QUEUE, SCHEDULER_NAMES, label_value
+from mlgate.rules.gang_markers import ANNOTATIONS, GROUP, LABELS, QUEUE, SCHEDULER_NAMES, label_value
 from mlgate.workloads import render
 
 from . import frameworks

@@ -27,11 +27,8 @@ compares them, and the job-level settings, between the old and the new object on
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -41,91 +38,27 @@ from mlgate.model import pointer
 from mlgate.model.results import Finding, Skipped
 from mlgate.model.workload import PodTemplate, Workload, ensure
 from mlgate.rules.common import quantity
+from mlgate.rules.gang_markers import (
+    _LABEL_VALUE,
+    ANNOTATIONS,
+    FIXED,
+    GROUP,
+    JOB_KINDS,
+    JOB_QUEUE_LABELS,
+    KUEUE_TOTAL,
+    MARKERS,
+    QUEUE,
+    SCHEDULER_NAMES,
+    VOLCANO_MIN_MEMBER,
+    YUNIKORN_TASK_GROUP,
+    YUNIKORN_TASK_GROUPS,
+    Aliases,
+    Unit,
+    label_value,
+    units,
+)
 from mlgate.rules.registry import Context, NoParams, Params, check, mutation
 from mlgate.workloads.extract import REPLICA_SPECS, extract
-
-LABELS, ANNOTATIONS = "labels", "annotations"
-VOLCANO_GROUP = "scheduling.k8s.io/group-name"
-VOLCANO_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
-KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
-KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"
-KUEUE_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
-YUNIKORN_APP = "yunikorn.apache.org/app-id"
-YUNIKORN_TASK_GROUP = "yunikorn.apache.org/task-group-name"
-YUNIKORN_TASK_GROUPS = "yunikorn.apache.org/task-groups"
-KAI_QUEUE = "kai.scheduler/queue"
-
-Key = tuple[str, str]  # (labels | annotations, key)
-Aliases = tuple[Key, ...]  # the first is the one gang.inject writes
-GROUP: dict[str, Aliases] = {
-    "volcano": ((ANNOTATIONS, VOLCANO_GROUP), (ANNOTATIONS, "scheduling.volcano.sh/group-name")),
-    "coscheduling": ((LABELS, "scheduling.x-k8s.io/pod-group"),),
-    "kueue": ((LABELS, KUEUE_GROUP), (ANNOTATIONS, KUEUE_GROUP)),
-    "yunikorn": ((LABELS, YUNIKORN_APP), (LABELS, "applicationId"), (ANNOTATIONS, YUNIKORN_APP)),
-    "kai": ((ANNOTATIONS, "pod-group-name"),),
-}
-QUEUE: dict[str, Aliases] = {
-    "volcano": ((ANNOTATIONS, "scheduling.volcano.sh/queue-name"),),
-    "kueue": ((LABELS, KUEUE_QUEUE),),
-    "yunikorn": ((LABELS, "yunikorn.apache.org/queue"), (LABELS, "queue"), (ANNOTATIONS, "yunikorn.apache.org/queue")),
-    "kai": ((LABELS, KAI_QUEUE),),
-}
-OTHER: Aliases = ((ANNOTATIONS, VOLCANO_MIN_MEMBER), (ANNOTATIONS, KUEUE_TOTAL),
-                  (ANNOTATIONS, YUNIKORN_TASK_GROUP), (ANNOTATIONS, YUNIKORN_TASK_GROUPS))
-MARKERS: Aliases = tuple(dict.fromkeys([*(k for a in GROUP.values() for k in a),
-                                        *(k for a in QUEUE.values() for k in a), *OTHER]))
-SCHEDULER_NAMES = {"volcano": "volcano", "coscheduling": "scheduler-plugins-scheduler", "yunikorn": "yunikorn",
-                   "kai": "kai-scheduler", "kueue": None}
-JOB_QUEUE_LABELS = {"kueue": KUEUE_QUEUE, "kai": KAI_QUEUE}  # also read from the job's own labels
-JOB_KINDS = ("Job", *REPLICA_SPECS)
-_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-FIXED = "gang settings are fixed once the job exists; delete and recreate the job to change them"
-
-
-@dataclass
-class Unit:
-    """Pod templates that share one metadata block: a Kubeflow role, a Job, or all roles of a TrainingJob."""
-
-    templates: list[PodTemplate]
-
-    @property
-    def first(self) -> PodTemplate:
-        return self.templates[0]
-
-    @property
-    def replicas(self) -> int:
-        return sum(t.replicas for t in self.templates)
-
-    @property
-    def roles(self) -> str:
-        return " and ".join(t.role for t in self.templates)
-
-    @property
-    def task_group(self) -> str:
-        return "-".join(t.role.lower() for t in self.templates)
-
-    def get(self, key: Key) -> str | None:
-        section = self.first.metadata.get(key[0])
-        value = section.get(key[1]) if isinstance(section, dict) else None
-        return None if value is None else str(value)
-
-    def find(self, aliases: Aliases) -> tuple[Key, str] | None:
-        return next(((k, v) for k in aliases if (v := self.get(k)) is not None), None)
-
-    def value(self, aliases: Aliases) -> str | None:
-        hit = self.find(aliases)
-        return hit[1] if hit else None
-
-    def at(self, key: Key) -> str:
-        return pointer.join(self.first.meta_pointer, *key)
-
-
-def units(workload: Workload) -> list[Unit]:
-    grouped: dict[str, Unit] = {}
-    for template in workload.templates:
-        grouped.setdefault(template.meta_pointer, Unit([])).templates.append(template)
-    return list(grouped.values())
-
 
 # --- gang.inject ------------------------------------------------------------------------------
 
@@ -234,13 +167,6 @@ def _set_job_settings(workload: Workload, params: GangParams, min_member: int) -
         for token in pointer.split(workload.gang_pointer):
             node = ensure(node, token)
         node.update(missing)
-
-
-def label_value(text: str) -> str:
-    """`text` if it is a valid label value, else a 63-character prefix made unique with a hash."""
-    if len(text) <= 63:
-        return text
-    return text[:54].rstrip("-_.") + "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 def task_groups_json(all_units: list[Unit]) -> str:
