@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 from click.testing import CliRunner
 
+from mlgate_certs.bundle import CertFiles
 from mlgate_webhook.commands import certs
 from mlgate_webhook.server import ServeOptions, Webhook
 from mlgate_webhook.service import Settings
@@ -20,22 +21,12 @@ FAST = Settings(read_timeout=0.5, header_timeout=0.5, poll_interval=0.05)
 
 
 @dataclass(frozen=True)
-class TLSFiles:
-    """What `mlgate certs --out-dir` writes."""
-
-    directory: Path
+class TLSFiles(CertFiles):
+    """What `mlgate certs --out-dir` writes, and a client that trusts its CA."""
 
     @property
     def ca(self) -> Path:
-        return self.directory / "ca.crt"
-
-    @property
-    def cert(self) -> Path:
-        return self.directory / "tls.crt"
-
-    @property
-    def key(self) -> Path:
-        return self.directory / "tls.key"
+        return self.ca_cert
 
     def client_context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca))
