@@ -1,0 +1,167 @@
+"""A small typed wrapper over the Kubernetes API calls the reconciler makes.
+
+Requests go to plain resource paths through one `kubernetes.client.ApiClient` (credentials, TLS, token
+refresh); bodies are plain JSON dicts. The generated API classes are not loaded (they cost ~25 MB).
+Every write (create, patch, replace status, delete) is counted in `writes` by verb and kind, so tests and
+benchmarks can check that a second reconcile pass makes zero writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["PATHS", "ApiError", "KubeClient", "Transport", "kube_transport", "object_path"]
+
+REQUEST_TIMEOUT = 30.0
+
+# kind -> (API prefix, plural) for namespaced kinds the reconciler reads or writes
+PATHS: dict[tuple[str, str], tuple[str, str]] = {
+    ("v1", "Pod"): ("/api/v1", "pods"),
+    ("v1", "Service"): ("/api/v1", "services"),
+    ("v1", "ConfigMap"): ("/api/v1", "configmaps"),
+    ("v1", "Event"): ("/api/v1", "events"),
+    ("mlgate.dev/v1alpha1", "TrainingJob"): ("/apis/mlgate.dev/v1alpha1", "trainingjobs"),
+    ("scheduling.volcano.sh/v1beta1", "PodGroup"): ("/apis/scheduling.volcano.sh/v1beta1", "podgroups"),
+    ("scheduling.x-k8s.io/v1alpha1", "PodGroup"): ("/apis/scheduling.x-k8s.io/v1alpha1", "podgroups"),
+}
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(f"{status}: {message}")
+        self.status = status
+
+
+class Transport(Protocol):
+    """One HTTP request to the API server: (status, body bytes)."""
+
+    def __call__(self, method: str, path: str, query: dict[str, str], body: Any,
+                 content_type: str) -> tuple[int, bytes]: ...
+
+
+def collection_path(api_version: str, kind: str, namespace: str) -> str:
+    """Namespace "" means every namespace."""
+    prefix, plural = PATHS[(api_version, kind)]
+    return f"{prefix}/namespaces/{namespace}/{plural}" if namespace else f"{prefix}/{plural}"
+
+
+def object_path(api_version: str, kind: str, namespace: str, name: str) -> str:
+    return f"{collection_path(api_version, kind, namespace)}/{name}"
+
+
+@dataclass
+class KubeClient:
+    transport: Transport
+    writes: Counter[str] = field(default_factory=Counter)  # "create Pod", "patch TrainingJob", ...
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+        try:
+            return self._call("GET", object_path(api_version, kind, namespace, name))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def get_namespace(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self._call("GET", f"/api/v1/namespaces/{name}")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, api_version: str, kind: str, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+        """Namespace "" lists every namespace."""
+        query = {"labelSelector": selector} if selector else {}
+        try:
+            body = self._call("GET", collection_path(api_version, kind, namespace), query)
+        except ApiError as exc:
+            if exc.status == 404:  # the kind is not served (e.g. no Volcano CRDs): nothing of it exists
+                return []
+            raise
+        items: list[dict[str, Any]] = body.get("items") or []
+        return items
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        path = collection_path(obj["apiVersion"], obj["kind"], meta["namespace"])
+        return self._write("create", obj["kind"], "POST", path, obj)
+
+    def patch(self, api_version: str, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch; put metadata.resourceVersion in it for an optimistic-concurrency check."""
+        path = object_path(api_version, kind, namespace, name)
+        return self._write("patch", kind, "PATCH", path, patch, content_type="application/merge-patch+json")
+
+    def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """PUT the status subresource; the body's resourceVersion makes a stale write fail with 409."""
+        meta = obj["metadata"]
+        path = object_path(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"]) + "/status"
+        return self._write("status", obj["kind"], "PUT", path, obj)
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
+        """False when it was already gone."""
+        try:
+            self._write("delete", kind, "DELETE", object_path(api_version, kind, namespace, name), None)
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def _write(self, verb: str, kind: str, method: str, path: str, body: Any, *,
+               content_type: str = "application/json") -> dict[str, Any]:
+        self.writes[f"{verb} {kind}"] += 1
+        return self._call(method, path, {}, body, content_type=content_type)
+
+    def _call(self, method: str, path: str, query: dict[str, str] | None = None, body: Any = None, *,
+              content_type: str = "application/json") -> dict[str, Any]:
+        status, data = self.transport(method, path, query or {}, body, content_type)
+        if not 200 <= status < 300:
+            raise ApiError(status, _message(data))
+        parsed = json.loads(data) if data else {}
+        return parsed if isinstance(parsed, dict) else {}
+
+
+def _message(data: bytes) -> str:
+    try:
+        return str(json.loads(data).get("message") or data[:300].decode(errors="replace"))
+    except (ValueError, AttributeError):
+        return data[:300].decode(errors="replace")
+
+
+def kube_transport(kubeconfig: str | None = None, in_cluster: bool = False) -> Transport:
+    """A Transport with the Kubernetes client's credentials (kubeconfig file or in-cluster)."""
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+
+    if in_cluster:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    else:
+        config.load_kube_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    api = client.ApiClient()
+
+    def send(method: str, path: str, query: dict[str, str], body: Any, content_type: str) -> tuple[int, bytes]:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        method, url, headers, serialized, post = api.param_serialize(
+            method, path, query_params=list(query.items()), header_params=headers, body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = api.call_api(method, url, headers, serialized, post, _request_timeout=REQUEST_TIMEOUT)
+            raw = response.response
+            try:
+                return int(raw.status), bytes(raw.data)
+            finally:
+                raw.release_conn()
+        except ApiException as exc:
+            return int(exc.status or 0), (exc.body or b"") if isinstance(exc.body, bytes) else str(exc.body).encode()
+
+    return send
