@@ -26,6 +26,16 @@ PODS = ["llm-master-0", "llm-worker-0", "llm-worker-1"]
 # --- helpers ----------------------------------------------------------------------------------------
 
 
+# Other e2e modules register the webhook for the whole session. These tests judge the reconciler alone,
+# including jobs admission would have refused or defaulted, so their namespaces opt out of the webhook.
+OUT_OF_WEBHOOK = {"mlgate.dev/ignore": "true"}
+
+
+@pytest.fixture
+def namespace(make_namespace: Any) -> str:
+    return str(make_namespace(OUT_OF_WEBHOOK))
+
+
 @pytest.fixture(scope="module")
 def policies() -> PolicySet:
     return load_policy_paths([REPO / "policies"])
@@ -435,7 +445,7 @@ def test_the_preflight_matches_namespace_selectors_on_the_live_namespace_labels(
         cluster: ControlPlane, make_namespace: Any, transport: Transport, tmp_path: Path):
     (tmp_path / "scoped.yaml").write_text(SCOPED_POLICY, encoding="utf-8")
     scoped = load_policy_paths([tmp_path / "scoped.yaml"])
-    small, other = make_namespace({"team": "small"}), make_namespace()
+    small, other = make_namespace({"team": "small", **OUT_OF_WEBHOOK}), make_namespace(OUT_OF_WEBHOOK)
     for namespace in (small, other):
         create_job(cluster, namespace, replicas=2, resources={"gpu": 2, "cpu": "4", "memory": "16Gi"})
         reconcile(transport, scoped, namespace)
