@@ -14,8 +14,6 @@ from xml.etree import ElementTree as ET
 from mlgate import __version__
 from mlgate.cli.review import Record
 
-FORMATS = ("text", "json", "junit", "sarif")
-
 
 def summary(records: Sequence[Record]) -> dict[str, int]:
     counts = {"documents": len(records), "allowed": 0, "denied": 0, "skipped": 0, "errors": 0, "warnings": 0}

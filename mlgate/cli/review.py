@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -129,9 +129,3 @@ def _violations(document: Document, decision: Decision) -> list[Violation]:
     for violation in found:
         violation.line = document.line_of(violation.path)
     return found
-
-
-def documents_in(records: Iterable[Record]) -> Iterator[dict[str, Any]]:
-    for record in records:
-        if record.mutated is not None:
-            yield record.mutated

@@ -24,10 +24,6 @@ def restore(frozen: bytes) -> Any:
     return pickle.loads(frozen)
 
 
-def clone(value: Any) -> Any:
-    return restore(snapshot(value))
-
-
 def diff(before: Any, after: Any, prefix: str = "") -> list[dict[str, Any]]:
     if before == after:
         return []

@@ -65,11 +65,6 @@ def pod_gpu_count(template: PodTemplate) -> int:
     return max(regular, init)
 
 
-def quoted(names: list[str]) -> str:
-    """Container names sorted and quoted, as in every message."""
-    return ", ".join(f'"{n}"' for n in sorted(names))
-
-
 def container_label(key: str, container: dict[str, Any]) -> str:
     kind = {"initContainers": "init container", "ephemeralContainers": "ephemeral container"}
     return f'{kind.get(key, "container")} "{container.get("name", "?")}"'

@@ -137,12 +137,13 @@ def test_patch_escapes_slashes_in_keys():
     ids=["pod", "pytorchjob", "trainingjob", "pod-bare", "pytorchjob-bare", "trainingjob-bare"],
 )
 def test_defaults_report_exactly_when_they_change_the_object(rule, build):
-    from mlgate.engine.patch import clone
+    import copy
+
     from mlgate.rules.registry import Context, catalog
     from mlgate.workloads.extract import extract
 
     spec = catalog()[rule]
     obj = build()
-    before = clone(obj)
+    before = copy.deepcopy(obj)
     claimed = spec.mutate(extract(obj), spec.params(), Context())
     assert claimed is (obj != before)
