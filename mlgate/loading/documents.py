@@ -18,12 +18,7 @@ from typing import IO, Any
 
 import yaml
 
-from mlgate.loading.linemap import line_at
-
-try:
-    from yaml import CSafeLoader as SafeLoader
-except ImportError:  # pragma: no cover - libyaml is in the PyYAML wheels we pin
-    from yaml import SafeLoader  # type: ignore[assignment]
+from mlgate.loading.linemap import line_at, load_with_node
 
 MAX_DOCUMENT_BYTES = 3 * 1024 * 1024  # the API server refuses objects well below this
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -88,7 +83,7 @@ def read_documents(paths: Iterable[str]) -> Iterator[Document]:
 
 
 def parse_stream(handle: IO[bytes], source: str) -> Iterator[Document]:
-    for index, (line, raw, oversize) in enumerate(_chunks(handle)):
+    for index, (line, raw, oversize) in enumerate(document_chunks(handle)):
         if oversize:
             yield Document(source, index, line, error=(
                 f"document is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB; "
@@ -109,7 +104,10 @@ def parse_document(raw: bytes, source: str, index: int, line: int, json_only: bo
         doc.error = f"line {bad_line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})"
         return doc
     try:
-        data = json.loads(doc.text) if json_only else _load_with_node(doc)
+        if json_only:
+            data = json.loads(doc.text)
+        else:
+            data, doc.node = load_with_node(doc.text)
     except json.JSONDecodeError as exc:
         doc.error = f"line {line + exc.lineno - 1}: invalid JSON: {exc.msg}"
         return doc
@@ -128,19 +126,6 @@ def parse_document(raw: bytes, source: str, index: int, line: int, json_only: bo
     return doc
 
 
-def _load_with_node(doc: Document) -> Any:
-    """Parse once, keeping the node tree: line numbers later cost a walk, not a second parse."""
-    loader = SafeLoader(doc.text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        doc.node = node
-        return loader.construct_document(node)
-    finally:
-        loader.dispose()
-
-
 def _yaml_error(exc: yaml.YAMLError, first_line: int) -> str:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -150,7 +135,7 @@ def _yaml_error(exc: yaml.YAMLError, first_line: int) -> str:
     return f"{where}: invalid YAML: {detail}"
 
 
-def _chunks(handle: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
+def document_chunks(handle: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
     """(first line, raw bytes, oversize) per document, reading line by line."""
     buffer: list[bytes] = []
     size = 0

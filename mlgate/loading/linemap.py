@@ -47,12 +47,19 @@ def line_at(node: yaml.Node, ptr: str, first_line: int = 1) -> int:
     return line
 
 
+def load_with_node(text: str | bytes) -> tuple[Any, yaml.Node | None]:
+    """Parse one document once, keeping the node tree: line numbers later cost a walk, not a second parse."""
+    loader = SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        return (None, None) if node is None else (loader.construct_document(node), node)
+    finally:
+        loader.dispose()
+
+
 def compose_with_lines(text: str, first_line: int = 1) -> tuple[Any, dict[str, int]]:
-    node = yaml.compose(text, Loader=SafeLoader)
-    if node is None:
-        return None, {}
-    value = yaml.load(text, Loader=SafeLoader)
-    return value, lines_of(node, "", first_line)
+    value, node = load_with_node(text)
+    return value, lines_of(node, "", first_line) if node is not None else {}
 
 
 def line_for(lines: dict[str, int], ptr: str) -> int | None:

@@ -7,6 +7,7 @@ A policy set loads as a whole or not at all: the caller keeps its last good set 
 from __future__ import annotations
 
 import difflib
+import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from mlgate.engine.policyset import Binding, Policy, PolicySet
-from mlgate.loading.documents import InputError, expand
+from mlgate.loading.documents import InputError, document_chunks, expand
 from mlgate.loading.linemap import compose_with_lines, line_for
 from mlgate.model import pointer
 from mlgate.model.policy import API_VERSION, POLICY_KINDS, PolicyDocument
@@ -73,12 +74,12 @@ def load_policy_paths(paths: Iterable[str | Path]) -> PolicySet:
 def load_policy_text(text: str, source: str) -> tuple[list[Policy], list[LoadError]]:
     policies: list[Policy] = []
     errors: list[LoadError] = []
-    line = 1
-    for chunk in _split(text):
-        chunk_line, body = chunk
-        line = chunk_line
+    for line, raw, oversize in document_chunks(io.BytesIO(text.encode("utf-8"))):
+        if oversize:
+            errors.append(LoadError(source, line, "", "document is larger than 3 MiB"))
+            continue
         try:
-            value, lines = compose_with_lines(body, line)
+            value, lines = compose_with_lines(raw.decode("utf-8"), line)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = line + mark.line if mark else line
@@ -152,20 +153,6 @@ def _check_unique(policies: list[Policy], errors: list[LoadError]) -> None:
             errors.append(LoadError(policy.source, None, "metadata.name",
                                     f"policy {policy.key!r} is also defined in {seen[policy.key]}"))
         seen.setdefault(policy.key, policy.source)
-
-
-def _split(text: str) -> list[tuple[int, str]]:
-    chunks: list[tuple[int, str]] = []
-    current: list[str] = []
-    start = 1
-    for number, line in enumerate(text.splitlines(keepends=True), start=1):
-        if line.startswith("---") and (len(line) == 3 or line[3].isspace()):
-            chunks.append((start, "".join(current)))
-            current, start = [], number + 1
-        else:
-            current.append(line)
-    chunks.append((start, "".join(current)))
-    return chunks
 
 
 def describe_validation_error(exc: ValidationError) -> list[str]:
