@@ -118,6 +118,15 @@ class Workload:
         return pointer.resolve(self.obj, ptr)
 
 
+def as_dict(value: Any) -> dict[str, Any]:
+    """`value` if it is a mapping, else an empty one: manifests may hold null or the wrong type anywhere."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def ensure(parent: dict[str, Any], key: str, kind: type = dict) -> Any:
     """parent[key], created empty (dict or list) where missing or null."""
     value = parent.get(key)

@@ -36,7 +36,7 @@ from pydantic import Field, field_validator
 
 from mlgate.model import pointer
 from mlgate.model.results import Finding, Skipped
-from mlgate.model.workload import PodTemplate, Workload, ensure
+from mlgate.model.workload import PodTemplate, Workload, as_dict, ensure
 from mlgate.rules.common import quantity
 from mlgate.rules.gang_markers import (
     _LABEL_VALUE,
@@ -190,8 +190,9 @@ def _pod_requests(template: PodTemplate) -> dict[str, Decimal]:
     peak: dict[str, Decimal] = {}
     for key, _, container in template.regular_containers():
         together = key == "containers" or container.get("restartPolicy") == "Always"
-        resources = _dict(container.get("resources"))
-        merged = {**_dict(resources.get("limits")), **_dict(resources.get("requests"))}  # requests default to limits
+        resources = as_dict(container.get("resources"))
+        # requests default to limits
+        merged = {**as_dict(resources.get("limits")), **as_dict(resources.get("requests"))}
         for resource, amount in ((str(r), quantity(v)) for r, v in merged.items()):
             if amount is not None and together:
                 running[resource] = running.get(resource, Decimal(0)) + amount
@@ -205,10 +206,6 @@ def _text(number: Decimal) -> str:
         if number >= unit and number % unit == 0:
             return f"{int(number / unit)}{suffix}"
     return str(int(number)) if number == number.to_integral_value() else f"{int(number * 1000)}m"
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 # --- gang.size --------------------------------------------------------------------------------

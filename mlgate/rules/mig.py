@@ -21,7 +21,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field
 
 from mlgate.model.results import Finding, Skipped
-from mlgate.model.workload import PodTemplate, Workload
+from mlgate.model.workload import PodTemplate, Workload, as_dict, as_list
 from mlgate.rules.common import container_label, gpu_resources, quantity
 from mlgate.rules.mig_layout import closest, describe
 from mlgate.rules.mig_tables import (
@@ -205,9 +205,9 @@ def mig_products(template: PodTemplate) -> list[tuple[str, str]]:
     if isinstance(selector, dict) and MIG_MARK in str(selector.get(PRODUCT_LABEL, "")):
         found.append((template.path("nodeSelector", PRODUCT_LABEL), str(selector[PRODUCT_LABEL])))
     for t, term in enumerate(required_terms(template.spec)):
-        for e, expr in enumerate(_list(term.get("matchExpressions"))):
+        for e, expr in enumerate(as_list(term.get("matchExpressions"))):
             if isinstance(expr, dict) and expr.get("key") == PRODUCT_LABEL and expr.get("operator") == "In":
-                for v, value in enumerate(_list(expr.get("values"))):
+                for v, value in enumerate(as_list(expr.get("values"))):
                     if MIG_MARK in str(value):
                         found.append((template.path("affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms", t,
                                                     "matchExpressions", e, "values", v), str(value)))
@@ -225,13 +225,13 @@ def product_profile(value: str) -> str | None:
 
 
 def required_terms(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    required = _dict(_dict(_dict(spec.get("affinity")).get("nodeAffinity")).get(REQUIRED))
-    return [t for t in _list(required.get("nodeSelectorTerms")) if isinstance(t, dict)]
+    required = as_dict(as_dict(as_dict(spec.get("affinity")).get("nodeAffinity")).get(REQUIRED))
+    return [t for t in as_list(required.get("nodeSelectorTerms")) if isinstance(t, dict)]
 
 
 def selects(spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     """Whether a node with `labels` satisfies the pod's nodeSelector and required node affinity."""
-    selector = _dict(spec.get("nodeSelector"))
+    selector = as_dict(spec.get("nodeSelector"))
     if any(labels.get(str(k)) != str(v) for k, v in selector.items()):
         return False
     terms = required_terms(spec)
@@ -239,7 +239,7 @@ def selects(spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
 
 
 def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    expressions = [e for e in _list(term.get("matchExpressions")) if isinstance(e, dict)]
+    expressions = [e for e in as_list(term.get("matchExpressions")) if isinstance(e, dict)]
     if not expressions:
         return bool(term.get("matchFields"))  # an empty term matches no node; fields are not checked here
     return all(_expression_matches(e, labels) for e in expressions)
@@ -247,7 +247,7 @@ def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
 
 def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     key, operator = str(expr.get("key", "")), expr.get("operator")
-    values = [str(v) for v in _list(expr.get("values"))]
+    values = [str(v) for v in as_list(expr.get("values"))]
     if operator == "In":
         return labels.get(key) in values
     if operator == "NotIn":
@@ -270,19 +270,11 @@ def allocatable(node: Mapping[str, Any], resource: str) -> int:
 
 
 def _allocatable_map(node: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _dict(_dict(node.get("status")).get("allocatable"))
+    return as_dict(as_dict(node.get("status")).get("allocatable"))
 
 
 def _labels(node: Mapping[str, Any]) -> Mapping[str, str]:
-    return {str(k): str(v) for k, v in _dict(_dict(node.get("metadata")).get("labels")).items()}
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
+    return {str(k): str(v) for k, v in as_dict(as_dict(node.get("metadata")).get("labels")).items()}
 
 
 def _is_int(value: str) -> bool:

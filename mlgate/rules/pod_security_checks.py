@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from mlgate.model import pointer
 from mlgate.model.results import Finding
-from mlgate.model.workload import PodTemplate
+from mlgate.model.workload import PodTemplate, as_dict, as_list
 from mlgate.rules.common import container_label
 
 LATEST = 37  # the highest MinimumVersion any check registers (sysctls v1.37); `latest` resolves to it
@@ -94,7 +94,7 @@ class Container:
 
     @property
     def sc(self) -> dict[str, Any]:
-        return _dict(self.spec.get("securityContext"))
+        return as_dict(self.spec.get("securityContext"))
 
     @property
     def label(self) -> str:
@@ -119,11 +119,11 @@ class Pod:
 
     @property
     def sc(self) -> dict[str, Any]:
-        return _dict(self.spec.get("securityContext"))
+        return as_dict(self.spec.get("securityContext"))
 
     @property
     def windows(self) -> bool:
-        return _dict(self.spec.get("os")).get("name") == "windows"
+        return as_dict(self.spec.get("os")).get("name") == "windows"
 
     @property
     def user_namespace(self) -> bool:
@@ -150,17 +150,9 @@ class Pod:
                 yield c.path("securityContext", *tokens), c.label, value
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _get(node: Any, *tokens: str) -> Any:
     for token in tokens:
-        node = _dict(node).get(token)
+        node = as_dict(node).get(token)
     return node
 
 
@@ -199,7 +191,7 @@ def capabilities_baseline(pod: Pod) -> Iterator[Finding]:
     """capabilities.add ⊆ the container runtime's default set (NET_RAW excluded) plus exceptions.capabilities."""
     allowed = BASELINE_CAPABILITIES | pod.allow.capabilities
     for c in pod.containers():
-        for i, cap in enumerate(_list(_get(c.sc, "capabilities", "add"))):
+        for i, cap in enumerate(as_list(_get(c.sc, "capabilities", "add"))):
             if str(cap) not in allowed:
                 yield Finding(c.path("securityContext", "capabilities", "add", i), "non-default capabilities",
                               f'{c.label} must not include "{cap}" in securityContext.capabilities.add',
@@ -208,8 +200,8 @@ def capabilities_baseline(pod: Pod) -> Iterator[Finding]:
 
 def host_path_volumes(pod: Pod) -> Iterator[Finding]:
     """spec.volumes[*].hostPath must be undefined, unless under one of exceptions.hostPathPrefixes."""
-    for i, entry in enumerate(_list(pod.spec.get("volumes"))):
-        volume, path = _dict(entry), _get(entry, "hostPath", "path")
+    for i, entry in enumerate(as_list(pod.spec.get("volumes"))):
+        volume, path = as_dict(entry), _get(entry, "hostPath", "path")
         if volume.get("hostPath") is not None and not pod.allow.host_path(path):
             yield Finding(pod.path("volumes", i, "hostPath"), "hostPath volumes",
                           f'volume "{volume.get("name")}" uses hostPath "{path}"',
@@ -219,8 +211,8 @@ def host_path_volumes(pod: Pod) -> Iterator[Finding]:
 def host_ports(pod: Pod) -> Iterator[Finding]:
     """ports[*].hostPort must be undefined or 0."""
     for c in pod.containers():
-        for i, port in enumerate(_list(c.spec.get("ports"))):
-            host_port = _dict(port).get("hostPort")
+        for i, port in enumerate(as_list(c.spec.get("ports"))):
+            host_port = as_dict(port).get("hostPort")
             if host_port not in (None, 0):
                 yield Finding(c.path("ports", i, "hostPort"), "hostPort", f"{c.label} uses hostPort {host_port}",
                               "remove hostPort; reach the pod through a Service")
@@ -242,12 +234,12 @@ def host_probes_and_host_lifecycle(pod: Pod) -> Iterator[Finding]:
 def app_armor_profile(pod: Pod) -> Iterator[Finding]:
     """appArmorProfile.type ∈ {RuntimeDefault, Localhost}; beta annotations ∈ {"", runtime/default, localhost/*}."""
     for path, who, profile in pod.setters("appArmorProfile"):
-        kind = _dict(profile).get("type")
+        kind = as_dict(profile).get("type")
         if kind not in VALID_PROFILE_TYPES:
             yield Finding(pointer.join(path, "type"), "forbidden AppArmor profile",
                           f'{who} must not set AppArmor profile type to "{kind or ""}"',
                           'use type "RuntimeDefault" or "Localhost"')
-    for key, value in _dict(pod.template.metadata.get("annotations")).items():
+    for key, value in as_dict(pod.template.metadata.get("annotations")).items():
         text = "" if value is None else str(value)
         if not key.startswith(APPARMOR_ANNOTATION) or text in ("", "runtime/default") or text.startswith("localhost/"):
             continue
@@ -260,7 +252,7 @@ def se_linux_options(pod: Pod) -> Iterator[Finding]:
     """seLinuxOptions.type ∈ the allowed types (container_engine_t from v1.31); .user and .role empty."""
     types = _since(SELINUX_TYPES, pod.version)
     for path, who, value in pod.setters("seLinuxOptions"):
-        options = _dict(value)
+        options = as_dict(value)
         if str(options.get("type") or "") not in types:
             yield Finding(pointer.join(path, "type"), "seLinuxOptions",
                           f'{who} set forbidden securityContext.seLinuxOptions: type "{options.get("type")}"',
@@ -290,8 +282,8 @@ def seccomp_profile_baseline(pod: Pod) -> Iterator[Finding]:
 def sysctls(pod: Pod) -> Iterator[Finding]:
     """spec.securityContext.sysctls[*].name ∈ the safe set of the policy version, plus exceptions.sysctls."""
     allowed = _since(SAFE_SYSCTLS, pod.version) | pod.allow.sysctls
-    for i, entry in enumerate(_list(pod.sc.get("sysctls"))):
-        name = _dict(entry).get("name")
+    for i, entry in enumerate(as_list(pod.sc.get("sysctls"))):
+        name = as_dict(entry).get("name")
         if str(name) not in allowed:
             yield Finding(pod.path("securityContext", "sysctls", i, "name"), "forbidden sysctls",
                           f'pod must not set sysctl "{name}"', "remove it, or name it in exceptions.sysctls")
@@ -302,8 +294,8 @@ def sysctls(pod: Pod) -> Iterator[Finding]:
 
 def restricted_volumes(pod: Pod) -> Iterator[Finding]:
     """Only configMap, csi, downwardAPI, emptyDir, ephemeral, image, persistentVolumeClaim, projected, secret."""
-    for i, entry in enumerate(_list(pod.spec.get("volumes"))):
-        volume = _dict(entry)
+    for i, entry in enumerate(as_list(pod.spec.get("volumes"))):
+        volume = as_dict(entry)
         if any(volume.get(kind) is not None for kind in ALLOWED_VOLUMES):
             continue
         kind = next((k for k in RESTRICTED_VOLUMES if volume.get(k) is not None), "unknown")
@@ -372,11 +364,11 @@ def capabilities_restricted(pod: Pod) -> Iterator[Finding]:
         return
     allowed = {"NET_BIND_SERVICE"} | pod.allow.capabilities
     for c in pod.containers():
-        if "ALL" not in _list(_get(c.sc, "capabilities", "drop")):
+        if "ALL" not in as_list(_get(c.sc, "capabilities", "drop")):
             yield Finding(c.path("securityContext", "capabilities", "drop"), "unrestricted capabilities",
                           f'{c.label} must set securityContext.capabilities.drop=["ALL"]',
                           'set securityContext.capabilities.drop: ["ALL"]')
-        for i, cap in enumerate(_list(_get(c.sc, "capabilities", "add"))):
+        for i, cap in enumerate(as_list(_get(c.sc, "capabilities", "add"))):
             if str(cap) not in allowed:
                 yield Finding(c.path("securityContext", "capabilities", "add", i), "unrestricted capabilities",
                               f'{c.label} must not include "{cap}" in securityContext.capabilities.add',
@@ -385,7 +377,7 @@ def capabilities_restricted(pod: Pod) -> Iterator[Finding]:
 
 def _explicit_seccomp(pod: Pod) -> Iterator[Finding]:
     for path, who, profile in pod.setters("seccompProfile"):
-        kind = _dict(profile).get("type")
+        kind = as_dict(profile).get("type")
         if kind not in VALID_PROFILE_TYPES:
             yield Finding(pointer.join(path, "type"), "seccompProfile",
                           f'{who} must not set securityContext.seccompProfile.type to "{kind or ""}"',

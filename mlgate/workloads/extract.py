@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlgate.model import pointer
-from mlgate.model.workload import Checkpoint, PodTemplate, Workload, ensure
+from mlgate.model.workload import Checkpoint, PodTemplate, Workload, as_dict, ensure
 from mlgate.workloads import render
 
 MLGATE_GROUP = "mlgate.dev"
@@ -34,7 +34,7 @@ def extract(obj: dict[str, Any], old_obj: dict[str, Any] | None = None) -> Workl
     api_version = str(obj.get("apiVersion") or "")
     kind = str(obj.get("kind") or "")
     group, _, version = api_version.rpartition("/")
-    meta = _dict(obj.get("metadata"))
+    meta = as_dict(obj.get("metadata"))
     workload = Workload(
         obj=obj,
         api_version=api_version,
@@ -46,7 +46,7 @@ def extract(obj: dict[str, Any], old_obj: dict[str, Any] | None = None) -> Workl
     if group == KUBEFLOW_GROUP and kind in REPLICA_SPECS and version in KUBEFLOW_VERSIONS:
         _kubeflow(workload, REPLICA_SPECS[kind])
     elif api_version == "batch/v1" and kind == "Job":
-        spec = _dict(obj.get("spec"))
+        spec = as_dict(obj.get("spec"))
         replicas = spec.get("parallelism", 1)
         _raw(workload, "/spec/template", "job", replicas if isinstance(replicas, int) else 1)
         workload.run_policy_pointer = "/spec"
@@ -60,8 +60,8 @@ def extract(obj: dict[str, Any], old_obj: dict[str, Any] | None = None) -> Workl
 
 
 def _kubeflow(workload: Workload, specs_field: str) -> None:
-    spec = _dict(workload.obj.get("spec"))
-    replica_specs = _dict(spec.get(specs_field))
+    spec = as_dict(workload.obj.get("spec"))
+    replica_specs = as_dict(spec.get(specs_field))
     for role, replica_spec in replica_specs.items():
         if not isinstance(replica_spec, dict):
             continue
@@ -92,7 +92,7 @@ def _raw_template(
     obj: dict[str, Any], spec_pointer: str, role: str, replicas: int, meta_pointer: str
 ) -> PodTemplate:
     found_spec, found_meta = pointer.resolve(obj, spec_pointer), pointer.resolve(obj, meta_pointer)
-    spec, metadata = _dict(found_spec), _dict(found_meta)
+    spec, metadata = as_dict(found_spec), as_dict(found_meta)
     writes = [0]  # a target handed out may create the spec or metadata the view lacks
 
     def target(ptr: str) -> dict[str, Any]:
@@ -100,7 +100,7 @@ def _raw_template(
         return _ensure_at(obj, ptr)
 
     def rerender() -> tuple[dict[str, Any], dict[str, Any]]:
-        return _dict(pointer.resolve(obj, spec_pointer)), _dict(pointer.resolve(obj, meta_pointer))
+        return as_dict(pointer.resolve(obj, spec_pointer)), as_dict(pointer.resolve(obj, meta_pointer))
 
     def container_target(name: str) -> dict[str, Any]:
         writes[0] += 1
@@ -129,14 +129,14 @@ def _raw_template(
 
 def _mlgate(workload: Workload) -> None:
     obj = workload.obj
-    spec = _dict(obj.get("spec"))
+    spec = as_dict(obj.get("spec"))
     kind = workload.kind
     main = render.main_container_name(kind, spec)
     if kind == "TrainingJob":
         roles = render.training_roles(spec)
         workload.run_policy_pointer = "/spec/runPolicy"
         workload.gang_pointer = "/spec/scheduling"
-        checkpoint = _dict(spec.get("checkpoint"))
+        checkpoint = as_dict(spec.get("checkpoint"))
         if checkpoint:
             workload.checkpoint = Checkpoint(
                 claim_name=checkpoint.get("claimName"),
@@ -160,8 +160,9 @@ def _mlgate(workload: Workload) -> None:
 
     for role, replicas in roles:
         def rerender(role: str = role) -> tuple[dict[str, Any], dict[str, Any]]:
-            current = _dict(obj.get("spec"))
-            return render.render_pod_spec(kind, current, role), _dict(_dict(current.get("template")).get("metadata"))
+            current = as_dict(obj.get("spec"))
+            metadata = as_dict(as_dict(current.get("template")).get("metadata"))
+            return render.render_pod_spec(kind, current, role), metadata
 
         spec_view, meta_view = rerender()
         template = PodTemplate(
@@ -169,7 +170,7 @@ def _mlgate(workload: Workload) -> None:
             replicas=replicas,
             rendered_spec=spec_view,
             rendered_metadata=meta_view,
-            path_fn=lambda tokens: _overlay_path(kind, _dict(obj.get("spec")), main, tokens),
+            path_fn=lambda tokens: _overlay_path(kind, as_dict(obj.get("spec")), main, tokens),
             pod_target=lambda: target("/spec/template/spec"),
             container_target=container_target,
             meta_target=lambda: target("/spec/template/metadata"),
@@ -198,7 +199,7 @@ def _overlay_path(kind: str, spec: dict[str, Any], main: str, tokens: tuple[str 
             sugar = _sugar_resource(str(rest[2])) if len(rest) >= 3 else ""
             if sugar is not None:
                 return pointer.join("/spec/resources", *([sugar] if sugar else []))
-    overlay = [c for c in _dict(_dict(spec.get("template")).get("spec")).get(key) or []]
+    overlay = [c for c in as_dict(as_dict(spec.get("template")).get("spec")).get(key) or []]
     wanted = name if name is not None else None
     for position, container in enumerate(overlay):
         if isinstance(container, dict) and wanted is not None and container.get("name") == wanted:
@@ -233,5 +234,3 @@ def _ensure_at(obj: dict[str, Any], ptr: str) -> dict[str, Any]:
     return node
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
