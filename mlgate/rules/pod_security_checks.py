@@ -233,12 +233,7 @@ def host_probes_and_host_lifecycle(pod: Pod) -> Iterator[Finding]:
 
 def app_armor_profile(pod: Pod) -> Iterator[Finding]:
     """appArmorProfile.type ∈ {RuntimeDefault, Localhost}; beta annotations ∈ {"", runtime/default, localhost/*}."""
-    for path, who, profile in pod.setters("appArmorProfile"):
-        kind = as_dict(profile).get("type")
-        if kind not in VALID_PROFILE_TYPES:
-            yield Finding(pointer.join(path, "type"), "forbidden AppArmor profile",
-                          f'{who} must not set AppArmor profile type to "{kind or ""}"',
-                          'use type "RuntimeDefault" or "Localhost"')
+    yield from _profile_types(pod, "appArmorProfile", "forbidden AppArmor profile", "AppArmor profile type")
     for key, value in as_dict(pod.template.metadata.get("annotations")).items():
         text = "" if value is None else str(value)
         if not key.startswith(APPARMOR_ANNOTATION) or text in ("", "runtime/default") or text.startswith("localhost/"):
@@ -376,11 +371,15 @@ def capabilities_restricted(pod: Pod) -> Iterator[Finding]:
 
 
 def _explicit_seccomp(pod: Pod) -> Iterator[Finding]:
-    for path, who, profile in pod.setters("seccompProfile"):
+    return _profile_types(pod, "seccompProfile", "seccompProfile", "securityContext.seccompProfile.type")
+
+
+def _profile_types(pod: Pod, field: str, reason: str, setting: str) -> Iterator[Finding]:
+    """Where `securityContext.<field>` is set, its type is RuntimeDefault or Localhost."""
+    for path, who, profile in pod.setters(field):
         kind = as_dict(profile).get("type")
         if kind not in VALID_PROFILE_TYPES:
-            yield Finding(pointer.join(path, "type"), "seccompProfile",
-                          f'{who} must not set securityContext.seccompProfile.type to "{kind or ""}"',
+            yield Finding(pointer.join(path, "type"), reason, f'{who} must not set {setting} to "{kind or ""}"',
                           'use type "RuntimeDefault" or "Localhost"')
 
 
