@@ -23,7 +23,12 @@ PATHS: dict[tuple[str, str], tuple[str, str]] = {
     ("v1", "Service"): ("/api/v1", "services"),
     ("v1", "ConfigMap"): ("/api/v1", "configmaps"),
     ("v1", "Event"): ("/api/v1", "events"),
+    ("v1", "PersistentVolumeClaim"): ("/api/v1", "persistentvolumeclaims"),
+    ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): ("/apis/autoscaling/v2", "horizontalpodautoscalers"),
+    ("coordination.k8s.io/v1", "Lease"): ("/apis/coordination.k8s.io/v1", "leases"),
     ("mlgate.dev/v1alpha1", "TrainingJob"): ("/apis/mlgate.dev/v1alpha1", "trainingjobs"),
+    ("mlgate.dev/v1alpha1", "InferenceService"): ("/apis/mlgate.dev/v1alpha1", "inferenceservices"),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): ("/apis/scheduling.volcano.sh/v1beta1", "podgroups"),
     ("scheduling.x-k8s.io/v1alpha1", "PodGroup"): ("/apis/scheduling.x-k8s.io/v1alpha1", "podgroups"),
 }

@@ -37,6 +37,8 @@ from . import frameworks
 from .frameworks import Env, Replica, Topology
 
 __all__ = [
+    "COMPONENT_LABEL",
+    "ISVC_LABEL",
     "JOB_LABEL",
     "REPLICA_INDEX_LABEL",
     "REPLICA_TYPE_LABEL",

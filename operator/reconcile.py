@@ -34,42 +34,39 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from mlgate.engine import PolicySet, evaluate
-from mlgate.model.facts import ClusterFacts, StaticFacts
-from mlgate.rules.gang_markers import label_value
+from mlgate.engine import PolicySet
+from mlgate.model.facts import ClusterFacts
 from mlgate.workloads import render
 
+from .children import (
+    FINALIZER,
+    ChildKey,
+    Outcome,
+    OwnerKind,
+    create_missing,
+    ensure_finalizer,
+    finalize,
+    key,
+    owned_children,
+    repair_drift,
+)
 from .client import ApiError, KubeClient
 from .desired import JOB_LABEL, desired_children
+from .events import record_event
+from .preflight import namespace_facts, violation
 from .status import TERMINAL, Observation, compute_status, now_rfc3339, parse_time
 
-__all__ = ["FINALIZER", "JOB_API", "Outcome", "reconcile_training_job"]
+__all__ = ["FINALIZER", "JOB_API", "TRAINING", "Outcome", "reconcile_training_job"]
 
 log = logging.getLogger("mlgate.reconciler")
-FINALIZER = "mlgate.dev/cleanup"
 JOB_API, JOB_KIND = "mlgate.dev/v1alpha1", "TrainingJob"
-CHILD_KINDS = (("v1", "Pod"), ("v1", "Service"), ("v1", "ConfigMap"),
-               ("scheduling.volcano.sh/v1beta1", "PodGroup"), ("scheduling.x-k8s.io/v1alpha1", "PodGroup"))
+TRAINING = OwnerKind(JOB_API, JOB_KIND, JOB_LABEL, (  # deleted in this order: pods first, so nothing runs alone
+    ("v1", "Pod"), ("v1", "Service"), ("v1", "ConfigMap"),
+    ("scheduling.volcano.sh/v1beta1", "PodGroup"), ("scheduling.x-k8s.io/v1alpha1", "PodGroup")))
 STATUS_RETRIES = 5
-EVENT_SOURCE = "mlgate-reconciler"
-MAX_MESSAGE = 4096  # the CRD allows 32768 per condition message; events are shown on one line
 RESTARTS_ANNOTATION = "mlgate.dev/restarts"  # pod restarts used, counted per job against runPolicy.backoffLimit
-
-
-@dataclass
-class Outcome:
-    """What one pass did (for logs and tests)."""
-
-    created: list[str] = field(default_factory=list)  # "Pod/llm-worker-0"
-    deleted: list[str] = field(default_factory=list)
-    repaired: list[str] = field(default_factory=list)  # children patched back to the spec
-    restarted: list[str] = field(default_factory=list)  # failed pods deleted to be recreated (backoffLimit)
-    status_written: bool = False
-    finalized: bool = False  # the finalizer was removed (the job can go)
-    requeue: bool = False  # state moved under us; run again soon
 
 
 def reconcile_training_job(client: KubeClient, namespace: str, name: str, policies: PolicySet, *,
@@ -80,21 +77,17 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
         return outcome
     meta = job["metadata"]
     if meta.get("deletionTimestamp"):
-        _finalize(client, job, outcome)
+        finalize(client, job, TRAINING, outcome)
         return outcome
-    if FINALIZER not in (meta.get("finalizers") or []):
-        try:
-            job = _set_finalizers(client, job, [*(meta.get("finalizers") or []), FINALIZER])
-        except ApiError as exc:
-            if exc.status == 409:
-                outcome.requeue = True
-                return outcome
-            raise
+    finalized = ensure_finalizer(client, job, outcome)
+    if finalized is None:
+        return outcome
+    job = finalized
     if facts is None:
         facts = namespace_facts(client, namespace)
     violation = _gate(job, policies, facts)
     desired = [] if violation else desired_children(job)
-    owned = _owned_children(client, job)
+    owned = owned_children(client, job, TRAINING)
     if violation is None and (job.get("status") or {}).get("phase") not in TERMINAL:
         try:
             job = _restart_failed(client, job, owned, outcome)
@@ -103,8 +96,8 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
                 raise
             outcome.requeue = True  # the job changed under us: count restarts on fresh state next pass
             return outcome
-        _create_missing(client, desired, owned, outcome)
-        _repair_drift(client, desired, owned, outcome)
+        create_missing(client, desired, owned, outcome)
+        repair_drift(client, desired, owned, outcome)
     status, pods = _write_status(client, job, violation, policies=policies, facts=facts, now=now, outcome=outcome)
     _clean_up(client, job, status, pods, outcome)
     if ttl_expired(job, status, now()):
@@ -117,130 +110,15 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
 # --- pre-flight --------------------------------------------------------------------------------------
 
 
-def namespace_facts(client: KubeClient, namespace: str) -> ClusterFacts:
-    """Facts that know the namespace's labels only (known=False: fact-based rules skip)."""
-    ns = client.get_namespace(namespace)
-    labels = ((ns or {}).get("metadata") or {}).get("labels") or {}
-    return StaticFacts(namespaces={namespace: dict(labels)}, known=False)
-
-
 def _gate(job: dict[str, Any], policies: PolicySet, facts: ClusterFacts) -> str | None:
     """The pre-flight verdict for a job not yet materialized (or already refused); None for the others."""
     status = job.get("status") or {}
     refused = any(c.get("type") == "Failed" and c.get("reason") == "PolicyViolation"
                   for c in status.get("conditions") or [])
-    return _preflight(job, policies, facts) if status.get("phase") in (None, "Pending") or refused else None
+    return violation(job, policies, facts) if status.get("phase") in (None, "Pending") or refused else None
 
 
-def _preflight(job: dict[str, Any], policies: PolicySet, facts: ClusterFacts) -> str | None:
-    """None when the engine admits the job, else its violation messages (one per line)."""
-    decision = evaluate(job, policies, facts=facts)
-    if decision.allowed:
-        return None
-    lines = [line for result in decision.violations for line in result.messages()]
-    message = "denied by policy: " + "; ".join(lines or ["a policy denied the job"])
-    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
-
-
-# --- children ----------------------------------------------------------------------------------------
-
-
-def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
-    return str(obj.get("apiVersion")), str(obj.get("kind")), str(obj["metadata"]["name"])
-
-
-def _owned_children(client: KubeClient, job: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    meta = job["metadata"]
-    selector = f"{JOB_LABEL}={label_value(str(meta['name']))}"
-    uid = meta.get("uid")
-    owned: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for api_version, kind in CHILD_KINDS:
-        for item in client.list(api_version, kind, meta["namespace"], selector):
-            refs = (item.get("metadata") or {}).get("ownerReferences") or []
-            if any(ref.get("uid") == uid and ref.get("controller") for ref in refs):
-                item.setdefault("apiVersion", api_version)
-                item.setdefault("kind", kind)
-                owned[(api_version, kind, str(item["metadata"]["name"]))] = item
-    return owned
-
-
-def _create_missing(client: KubeClient, desired: list[dict[str, Any]],
-                    owned: dict[tuple[str, str, str], dict[str, Any]], outcome: Outcome) -> None:
-    for child in desired:
-        key = _key(child)
-        if key in owned:
-            continue
-        try:
-            owned[key] = client.create(child)
-            outcome.created.append(f"{key[1]}/{key[2]}")
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
-            log.warning("%s/%s exists but is not controlled by this job; leaving it alone", key[1], key[2])
-            outcome.requeue = True
-
-
-def owned_fields(child: dict[str, Any]) -> dict[str, Any]:
-    """The part of a desired child the reconciler keeps equal to the spec (as a merge patch)."""
-    out: dict[str, Any] = {"metadata": {"labels": dict(child["metadata"].get("labels") or {})}}
-    kind = child.get("kind")
-    if kind == "Service":
-        spec = child.get("spec") or {}
-        out["spec"] = {k: spec[k] for k in ("clusterIP", "selector", "ports", "publishNotReadyAddresses") if k in spec}
-    elif kind == "ConfigMap":
-        out["data"] = child.get("data") or {}
-    elif kind == "PodGroup":
-        out["spec"] = child.get("spec") or {}
-    return out
-
-
-EXACT_MAPS = {"Service": ("spec", "selector"), "ConfigMap": ("data",)}  # keys not in the spec are removed
-
-
-def _removals(child: dict[str, Any], live: dict[str, Any], patch: dict[str, Any]) -> bool:
-    """Null out, in `patch`, keys of an exactly-owned map that the spec does not have; True when any."""
-    path = EXACT_MAPS.get(str(child.get("kind")))
-    if path is None:
-        return False
-    wanted, have = patch, live
-    for step in path:
-        wanted, have = wanted.get(step) or {}, (have or {}).get(step) or {}
-    extra = [k for k in have if k not in wanted]
-    for key in extra:
-        wanted[key] = None
-    return bool(extra)
-
-
-def drift(wanted: Any, live: Any) -> bool:
-    """True when `live` lacks or differs from something in `wanted` (the API server may add fields)."""
-    if isinstance(wanted, dict):
-        return not isinstance(live, dict) or any(k not in live or drift(v, live[k]) for k, v in wanted.items())
-    if isinstance(wanted, list):
-        return (not isinstance(live, list) or len(live) != len(wanted)
-                or any(drift(w, v) for w, v in zip(wanted, live, strict=True)))
-    return bool(wanted != live)
-
-
-def _repair_drift(client: KubeClient, desired: list[dict[str, Any]],
-                  owned: dict[tuple[str, str, str], dict[str, Any]], outcome: Outcome) -> None:
-    for child in desired:
-        key = _key(child)
-        live = owned.get(key)
-        if live is None:
-            continue
-        wanted = owned_fields(child)
-        changed = drift(wanted, live)
-        if not (_removals(child, live, wanted) or changed):
-            continue
-        meta = child["metadata"]
-        wanted["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
-        try:
-            owned[key] = client.patch(key[0], key[1], meta["namespace"], meta["name"], wanted)
-            outcome.repaired.append(f"{key[1]}/{key[2]}")
-        except ApiError as exc:
-            if exc.status not in (404, 409):
-                raise
-            outcome.requeue = True
+# --- restarts ----------------------------------------------------------------------------------------
 
 
 def restarts(job: dict[str, Any]) -> int:
@@ -248,11 +126,11 @@ def restarts(job: dict[str, Any]) -> int:
     return int(value) if str(value).isdigit() else 0
 
 
-def _restart_failed(client: KubeClient, job: dict[str, Any], owned: dict[tuple[str, str, str], dict[str, Any]],
+def _restart_failed(client: KubeClient, job: dict[str, Any], owned: dict[ChildKey, dict[str, Any]],
                     outcome: Outcome) -> dict[str, Any]:
     """Delete failed pods (to be recreated) while runPolicy.backoffLimit allows; the count is written first."""
     limit = ((job.get("spec") or {}).get("runPolicy") or {}).get("backoffLimit")
-    failed = [key for key, child in owned.items() if key[1] == "Pod" and not child["metadata"].get(
+    failed = [pod_key for pod_key, child in owned.items() if pod_key[1] == "Pod" and not child["metadata"].get(
         "deletionTimestamp") and (child.get("status") or {}).get("phase") == "Failed"]
     used = restarts(job)
     if not isinstance(limit, int) or not failed or used + len(failed) > limit:
@@ -261,10 +139,10 @@ def _restart_failed(client: KubeClient, job: dict[str, Any], owned: dict[tuple[s
     patch = {"metadata": {"annotations": {RESTARTS_ANNOTATION: str(used + len(failed))},
                           "resourceVersion": meta["resourceVersion"]}}
     job = client.patch(JOB_API, JOB_KIND, meta["namespace"], meta["name"], patch)
-    for key in sorted(failed):
-        client.delete("v1", "Pod", meta["namespace"], key[2])
-        owned.pop(key)
-        outcome.restarted.append(f"Pod/{key[2]}")
+    for pod_key in sorted(failed):
+        client.delete("v1", "Pod", meta["namespace"], pod_key[2])
+        owned.pop(pod_key)
+        outcome.restarted.append(f"Pod/{pod_key[2]}")
     return job
 
 
@@ -279,9 +157,9 @@ def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None
     meta = job["metadata"]
     deadline = (spec.get("runPolicy") or {}).get("activeDeadlineSeconds")
     for _ in range(STATUS_RETRIES):
-        owned = _owned_children(client, job)
+        owned = owned_children(client, job, TRAINING)
         pods = [c for (_, kind, _), c in owned.items() if kind == "Pod"]
-        desired_keys = set() if violation else {_key(c) for c in desired_children(job)}
+        desired_keys = set() if violation else {key(c) for c in desired_children(job)}
         limit = (spec.get("runPolicy") or {}).get("backoffLimit")
         seen = Observation(pods=pods, expected=expected, created=bool(desired_keys) and desired_keys <= set(owned),
                            violation=violation, deadline_seconds=deadline if isinstance(deadline, int) else None,
@@ -312,21 +190,10 @@ def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None
 
 def _event(client: KubeClient, job: dict[str, Any], status: dict[str, Any], stamp: str) -> None:
     """A Kubernetes Event for a phase transition, with the reason and message of the phase's condition."""
-    meta, phase = job["metadata"], str(status.get("phase"))
+    phase = str(status.get("phase"))
     condition: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == phase), {})
-    event = {
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-        "involvedObject": {"apiVersion": JOB_API, "kind": JOB_KIND, "name": meta["name"],
-                           "namespace": meta["namespace"], "uid": meta.get("uid", "")},
-        "reason": str(condition.get("reason") or phase), "message": str(condition.get("message") or phase)[:1024],
-        "type": "Warning" if phase == "Failed" else "Normal",
-        "source": {"component": EVENT_SOURCE}, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-    }
-    try:
-        client.create(event)
-    except ApiError as exc:  # an event is best effort: never fail a pass for it
-        log.warning("event for %s/%s not recorded: %s", meta["namespace"], meta["name"], exc)
+    record_event(client, job, str(condition.get("reason") or phase), str(condition.get("message") or phase),
+                 warning=phase == "Failed", stamp=stamp)
 
 
 # --- completion --------------------------------------------------------------------------------------
@@ -365,36 +232,3 @@ def _clean_up(client: KubeClient, job: dict[str, Any], status: dict[str, Any], p
     for name in pods_to_clean(status, pods, policy):
         if client.delete("v1", "Pod", job["metadata"]["namespace"], name):
             outcome.deleted.append(f"Pod/{name}")
-
-
-# --- finalizer ---------------------------------------------------------------------------------------
-
-
-def _set_finalizers(client: KubeClient, job: dict[str, Any], finalizers: list[str]) -> dict[str, Any]:
-    meta = job["metadata"]
-    patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
-    return client.patch(JOB_API, JOB_KIND, meta["namespace"], meta["name"], patch)
-
-
-def _finalize(client: KubeClient, job: dict[str, Any], outcome: Outcome) -> None:
-    meta = job["metadata"]
-    finalizers = list(meta.get("finalizers") or [])
-    if FINALIZER not in finalizers:
-        return
-    owned = _owned_children(client, job)
-    for api_version, kind in CHILD_KINDS:  # pods first, so nothing runs without its service
-        for key, child in owned.items():
-            if key[:2] != (api_version, kind) or child["metadata"].get("deletionTimestamp"):
-                continue
-            if client.delete(api_version, kind, meta["namespace"], key[2]):
-                outcome.deleted.append(f"{kind}/{key[2]}")
-    if _owned_children(client, job):  # still terminating: keep the finalizer, look again later
-        outcome.requeue = True
-        return
-    try:
-        _set_finalizers(client, job, [f for f in finalizers if f != FINALIZER])
-        outcome.finalized = True
-    except ApiError as exc:
-        if exc.status not in (404, 409):
-            raise
-        outcome.requeue = True

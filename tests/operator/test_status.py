@@ -1,6 +1,7 @@
 from typing import Any
 
-from mlgate_reconciler.reconcile import drift, pods_to_clean
+from mlgate_reconciler.children import drift
+from mlgate_reconciler.reconcile import pods_to_clean
 from mlgate_reconciler.status import Observation, compute_status, replica_statuses, set_condition
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
@@ -160,3 +161,18 @@ def test_a_failed_pod_with_a_backoff_limit_means_the_limit_is_used_up():
     status = compute_status(None, 1, used_up, T0)
     assert (status["phase"], cond(status, "Failed")["reason"]) == ("Failed", "BackoffLimitExceeded")
     assert "2 of its 2 restarts" in cond(status, "Failed")["message"]
+
+
+def test_drift_reads_quantities_as_the_api_server_stores_them():
+    wanted = {"resources": {"limits": {"nvidia.com/gpu": 1, "cpu": 0.5, "memory": "1024Mi"}}}
+    assert not drift(wanted, {"resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "500m", "memory": "1Gi"}}})
+    assert drift(wanted, {"resources": {"limits": {"nvidia.com/gpu": "2", "cpu": "500m", "memory": "1Gi"}}})
+
+
+def test_drift_matches_an_empty_wanted_value_to_the_field_the_api_server_omitted():
+    assert not drift({"spec": {"hostNetwork": False, "env": [], "value": ""}}, {"spec": {}})
+    assert drift({"spec": {"hostNetwork": True}}, {"spec": {}})
+
+
+def test_drift_never_reads_a_boolean_as_a_quantity():
+    assert drift({"enabled": True}, {"enabled": "1"})

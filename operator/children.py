@@ -1,0 +1,256 @@
+"""Keep an owner's children equal to its desired ones: shared by the TrainingJob and InferenceService passes.
+
+- A child is the owner's when it carries the owner's name label AND an ownerReference with the owner's uid and
+  `controller: true` (an object that only shares the name is never touched).
+- Missing children are created; a 409 on create means a same-named object is NOT ours: it is left alone.
+- Existing children are compared on the fields the reconciler owns (`owned_fields`) and get one merge patch only
+  where those differ, carrying the child's resourceVersion (a 409 means someone wrote first: run again).
+  The comparison (`drift`) tolerates what the API server does to a stored object: it adds defaulted fields,
+  drops empty values (`omitempty`) and writes resource quantities in canonical form (1 -> "1", 0.5 -> "500m").
+- The finalizer `mlgate.dev/cleanup` goes on before anything is created, and comes off only when no child is
+  left, so a reconciler that restarts mid-way simply runs the deletion again (deletes are idempotent).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlgate.rules.common import quantity
+from mlgate.rules.gang_markers import label_value
+
+from .client import ApiError, KubeClient
+
+__all__ = [
+    "FINALIZER",
+    "ChildKey",
+    "Outcome",
+    "OwnerKind",
+    "create_missing",
+    "delete_unwanted",
+    "drift",
+    "ensure_finalizer",
+    "finalize",
+    "owned_children",
+    "owned_fields",
+    "repair_drift",
+]
+
+log = logging.getLogger("mlgate.reconciler")
+FINALIZER = "mlgate.dev/cleanup"
+ChildKey = tuple[str, str, str]  # (apiVersion, kind, name)
+QUANTITY_MAPS = ("limits", "requests")  # maps whose values the API server canonicalizes as quantities
+
+
+@dataclass(frozen=True)
+class OwnerKind:
+    """One kind the reconciler owns children for."""
+
+    api_version: str
+    kind: str
+    label: str  # every child carries this label with the owner's name
+    children: tuple[tuple[str, str], ...]  # (apiVersion, kind), in the order they are deleted
+
+
+@dataclass
+class Outcome:
+    """What one pass did (for logs, metrics and tests)."""
+
+    created: list[str] = field(default_factory=list)  # "Pod/llm-worker-0"
+    deleted: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)  # children patched back to the spec
+    restarted: list[str] = field(default_factory=list)  # failed pods deleted to be recreated (backoffLimit)
+    status_written: bool = False
+    finalized: bool = False  # the finalizer was removed (the owner can go)
+    requeue: bool = False  # state moved under us; run again soon
+
+    @property
+    def wrote(self) -> bool:
+        return bool(self.created or self.deleted or self.repaired or self.restarted or self.status_written
+                    or self.finalized)
+
+
+def key(obj: dict[str, Any]) -> ChildKey:
+    return str(obj.get("apiVersion")), str(obj.get("kind")), str(obj["metadata"]["name"])
+
+
+def owned_children(client: KubeClient, owner: dict[str, Any], kind: OwnerKind) -> dict[ChildKey, dict[str, Any]]:
+    meta = owner["metadata"]
+    selector = f"{kind.label}={label_value(str(meta['name']))}"
+    uid = meta.get("uid")
+    owned: dict[ChildKey, dict[str, Any]] = {}
+    for api_version, child_kind in kind.children:
+        for item in client.list(api_version, child_kind, meta["namespace"], selector):
+            refs = (item.get("metadata") or {}).get("ownerReferences") or []
+            if any(ref.get("uid") == uid and ref.get("controller") for ref in refs):
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", child_kind)
+                owned[(api_version, child_kind, str(item["metadata"]["name"]))] = item
+    return owned
+
+
+def create_missing(client: KubeClient, desired: list[dict[str, Any]], owned: dict[ChildKey, dict[str, Any]],
+                   outcome: Outcome) -> None:
+    for child in desired:
+        child_key = key(child)
+        if child_key in owned:
+            continue
+        try:
+            owned[child_key] = client.create(child)
+            outcome.created.append(f"{child_key[1]}/{child_key[2]}")
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            log.warning("%s/%s exists but is not controlled by its owner; leaving it alone", *child_key[1:])
+            outcome.requeue = True
+
+
+def delete_unwanted(client: KubeClient, desired: list[dict[str, Any]], owned: dict[ChildKey, dict[str, Any]],
+                    outcome: Outcome) -> None:
+    """Delete owned children the spec no longer asks for (e.g. the canary once canaryTrafficPercent is 0)."""
+    wanted = {key(child) for child in desired}
+    for child_key, child in sorted(owned.items()):
+        if child_key in wanted or child["metadata"].get("deletionTimestamp"):
+            continue
+        if client.delete(child_key[0], child_key[1], child["metadata"]["namespace"], child_key[2]):
+            outcome.deleted.append(f"{child_key[1]}/{child_key[2]}")
+        owned.pop(child_key)
+
+
+OWNED_SPEC = {  # kind -> spec keys the reconciler keeps equal to the desired child
+    "Service": ("clusterIP", "selector", "ports", "publishNotReadyAddresses", "type"),
+    "Deployment": ("selector", "template", "replicas"),
+    "HorizontalPodAutoscaler": ("scaleTargetRef", "minReplicas", "maxReplicas", "metrics"),
+}
+
+
+def owned_fields(child: dict[str, Any]) -> dict[str, Any]:
+    """The part of a desired child the reconciler keeps equal to the spec (as a merge patch). A pod's spec is
+    left out: it is mostly immutable, and a pod that differs is replaced through its owner's restart logic."""
+    out: dict[str, Any] = {"metadata": {"labels": dict(child["metadata"].get("labels") or {})}}
+    kind = str(child.get("kind"))
+    spec = child.get("spec") or {}
+    if kind in OWNED_SPEC:
+        out["spec"] = {k: spec[k] for k in OWNED_SPEC[kind] if k in spec}
+    elif kind == "ConfigMap":
+        out["data"] = child.get("data") or {}
+    elif kind == "PodGroup":
+        out["spec"] = spec
+    return out
+
+
+EXACT_MAPS = {"Service": ("spec", "selector"), "ConfigMap": ("data",)}  # keys not in the spec are removed
+
+
+def _removals(child: dict[str, Any], live: dict[str, Any], patch: dict[str, Any]) -> bool:
+    """Null out, in `patch`, keys of an exactly-owned map that the spec does not have; True when any."""
+    path = EXACT_MAPS.get(str(child.get("kind")))
+    if path is None:
+        return False
+    wanted, have = patch, live
+    for step in path:
+        wanted, have = wanted.get(step) or {}, (have or {}).get(step) or {}
+    extra = [k for k in have if k not in wanted]
+    for name in extra:
+        wanted[name] = None
+    return bool(extra)
+
+
+def drift(wanted: Any, live: Any, quantities: bool = False) -> bool:
+    """True when `live` lacks or differs from something in `wanted`, as stored by the API server.
+    `quantities`: the values compared sit in a resources limits/requests map."""
+    if isinstance(wanted, dict):
+        if not isinstance(live, dict):
+            return True
+        return any(drift(v, live[k], k in QUANTITY_MAPS if isinstance(v, dict) else quantities) if k in live
+                   else _non_empty(v) for k, v in wanted.items())
+    if isinstance(wanted, list):
+        return (not isinstance(live, list) or len(live) != len(wanted)
+                or any(drift(w, v) for w, v in zip(wanted, live, strict=True)))
+    numeric = isinstance(wanted, int | float) and not isinstance(wanted, bool)
+    if wanted != live and (quantities or (numeric and isinstance(live, str))):
+        parsed = quantity(wanted)
+        return parsed is None or parsed != quantity(live)
+    return bool(wanted != live)
+
+
+def _non_empty(value: Any) -> bool:
+    """The API server omits empty values (`omitempty`), so an empty wanted value matches a missing one."""
+    return value not in (None, "", False, 0, [], {})
+
+
+def repair_drift(client: KubeClient, desired: list[dict[str, Any]], owned: dict[ChildKey, dict[str, Any]],
+                 outcome: Outcome, fields: Callable[[dict[str, Any]], dict[str, Any]] = owned_fields) -> None:
+    for child in desired:
+        child_key = key(child)
+        live = owned.get(child_key)
+        if live is None:
+            continue
+        wanted = fields(child)
+        changed = drift(wanted, live)
+        if not (_removals(child, live, wanted) or changed):
+            continue
+        meta = child["metadata"]
+        wanted["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
+        try:
+            owned[child_key] = client.patch(child_key[0], child_key[1], meta["namespace"], meta["name"], wanted)
+            outcome.repaired.append(f"{child_key[1]}/{child_key[2]}")
+        except ApiError as exc:
+            if exc.status not in (404, 409):
+                raise
+            outcome.requeue = True
+
+
+# --- finalizer ---------------------------------------------------------------------------------------
+
+
+def set_finalizers(client: KubeClient, owner: dict[str, Any], finalizers: list[str]) -> dict[str, Any]:
+    meta = owner["metadata"]
+    patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
+    return client.patch(owner["apiVersion"], owner["kind"], meta["namespace"], meta["name"], patch)
+
+
+def ensure_finalizer(client: KubeClient, owner: dict[str, Any], outcome: Outcome) -> dict[str, Any] | None:
+    """The owner with the finalizer on; None when it changed under us (a 409: the pass stops, runs again)."""
+    finalizers = list(owner["metadata"].get("finalizers") or [])
+    if FINALIZER in finalizers:
+        return owner
+    try:
+        return set_finalizers(client, owner, [*finalizers, FINALIZER])
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+        outcome.requeue = True
+        return None
+
+
+def finalize(client: KubeClient, owner: dict[str, Any], kind: OwnerKind, outcome: Outcome,
+             before_release: Callable[[], None] | None = None) -> None:
+    """Delete the children in `kind.children` order; remove the finalizer only once none is left.
+    `before_release` runs after the children are gone and before the finalizer comes off (e.g. releasing a
+    checkpoint claim), so a crash in between repeats it."""
+    meta = owner["metadata"]
+    finalizers = list(meta.get("finalizers") or [])
+    if FINALIZER not in finalizers:
+        return
+    owned = owned_children(client, owner, kind)
+    for api_version, child_kind in kind.children:
+        for child_key, child in owned.items():
+            if child_key[:2] != (api_version, child_kind) or child["metadata"].get("deletionTimestamp"):
+                continue
+            if client.delete(api_version, child_kind, meta["namespace"], child_key[2]):
+                outcome.deleted.append(f"{child_kind}/{child_key[2]}")
+    if owned_children(client, owner, kind):  # still terminating: keep the finalizer, look again later
+        outcome.requeue = True
+        return
+    if before_release is not None:
+        before_release()
+    try:
+        set_finalizers(client, owner, [f for f in finalizers if f != FINALIZER])
+        outcome.finalized = True
+    except ApiError as exc:
+        if exc.status not in (404, 409):
+            raise
+        outcome.requeue = True

@@ -1,0 +1,201 @@
+"""One level-triggered reconcile of ONE InferenceService: observe, compare with desired.py, fix the difference.
+
+`reconcile_inference_service(client, namespace, name, policies)` follows the TrainingJob pass (children.py):
+1. Read it; gone -> nothing to do. Being deleted -> delete the HPA, the Deployments and the Service, then remove
+   the finalizer `mlgate.dev/cleanup` last.
+2. Add the finalizer before creating anything.
+3. Pre-flight (preflight.py) while nothing is materialized yet, or while the service stays refused: a denied
+   service gets no children and the status says Failed with the condition Admitted=False/PolicyViolation.
+4. Children (desired.desired_inference_children): delete what the spec no longer asks for (the canary once
+   canaryTrafficPercent is 0, the HPA once `scaling` is gone), create what is missing, patch back what drifted on
+   the owned fields. A spec change (new image, model, canary percentage) is drift too, so it rolls out through the
+   Deployments' own rolling update. With `scaling` set, the HorizontalPodAutoscaler owns the predictor's
+   spec.replicas: the reconciler sets it at creation and never again.
+5. Status (`inference_status`, pure), written through the status subresource only when it differs (409: read
+   again and recompute), with an Event for each phase change:
+   - `readyReplicas` / `canaryReadyReplicas` from the Deployments' status;
+   - `url`: `http://<name>.<namespace>.svc.cluster.local` (the Service listens on port 80) once the Service exists;
+   - conditions (one per type, lastTransitionTime moves only on a flip): `Admitted`, `PredictorReady`,
+     `CanaryReady` (with a canary only) and `Ready` (every component has at least one ready replica);
+   - `phase`: Failed (policy violation, or a Deployment reporting ReplicaFailure (e.g. `QuotaExceeded`) or
+     ProgressDeadlineExceeded; it clears when the Deployment recovers), Ready, or Pending.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from mlgate.engine import PolicySet
+from mlgate.model.facts import ClusterFacts
+
+from .children import (
+    ChildKey,
+    Outcome,
+    OwnerKind,
+    create_missing,
+    delete_unwanted,
+    ensure_finalizer,
+    finalize,
+    owned_children,
+    owned_fields,
+    repair_drift,
+)
+from .client import ApiError, KubeClient
+from .desired import COMPONENT_LABEL, ISVC_LABEL, desired_inference_children
+from .events import record_event
+from .preflight import namespace_facts, violation
+from .status import now_rfc3339, set_condition
+
+__all__ = ["INFERENCE", "ISVC_API", "ISVC_KIND", "inference_status", "reconcile_inference_service"]
+
+ISVC_API, ISVC_KIND = "mlgate.dev/v1alpha1", "InferenceService"
+INFERENCE = OwnerKind(ISVC_API, ISVC_KIND, ISVC_LABEL, (  # deleted in this order: the HPA stops scaling first
+    ("autoscaling/v2", "HorizontalPodAutoscaler"), ("apps/v1", "Deployment"), ("v1", "Service")))
+STATUS_RETRIES = 5
+FAILING_CONDITIONS = {"ReplicaFailure": "True", "Progressing": "False"}  # Deployment condition -> failing status
+
+
+def reconcile_inference_service(client: KubeClient, namespace: str, name: str, policies: PolicySet, *,
+                                facts: ClusterFacts | None = None,
+                                now: Callable[[], str] = now_rfc3339) -> Outcome:
+    outcome = Outcome()
+    isvc = client.get(ISVC_API, ISVC_KIND, namespace, name)
+    if isvc is None:
+        return outcome
+    if isvc["metadata"].get("deletionTimestamp"):
+        finalize(client, isvc, INFERENCE, outcome)
+        return outcome
+    with_finalizer = ensure_finalizer(client, isvc, outcome)
+    if with_finalizer is None:
+        return outcome
+    isvc = with_finalizer
+    owned = owned_children(client, isvc, INFERENCE)
+    refused = _gate(client, isvc, owned, policies, facts)
+    desired = [] if refused else desired_inference_children(isvc)
+    if not refused:
+        delete_unwanted(client, desired, owned, outcome)
+    create_missing(client, desired, owned, outcome)
+    repair_drift(client, desired, owned, outcome, fields=_fields_for(desired))
+    _write_status(client, isvc, owned, refused, now=now, outcome=outcome)
+    return outcome
+
+
+def _gate(client: KubeClient, isvc: dict[str, Any], owned: dict[ChildKey, dict[str, Any]], policies: PolicySet,
+          facts: ClusterFacts | None) -> str | None:
+    """The pre-flight verdict while nothing is materialized (or the service stays refused); None otherwise."""
+    admitted = _condition(isvc.get("status") or {}, "Admitted")
+    if owned and (admitted or {}).get("status") != "False":
+        return None
+    if facts is None:
+        facts = namespace_facts(client, isvc["metadata"]["namespace"])
+    return violation(isvc, policies, facts)
+
+
+def _fields_for(desired: list[dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """owned_fields, minus the predictor's replicas when an HPA scales it."""
+    scaled = {c["spec"]["scaleTargetRef"]["name"] for c in desired if c["kind"] == "HorizontalPodAutoscaler"}
+
+    def fields(child: dict[str, Any]) -> dict[str, Any]:
+        out = owned_fields(child)
+        if child["kind"] == "Deployment" and child["metadata"]["name"] in scaled:
+            out["spec"].pop("replicas", None)
+        return out
+
+    return fields
+
+
+# --- status ------------------------------------------------------------------------------------------
+
+
+def inference_status(old: dict[str, Any] | None, isvc: dict[str, Any], owned: dict[ChildKey, dict[str, Any]],
+                     refused: str | None, now: str) -> dict[str, Any]:
+    """The new `.status` (pure): equal to `old` when nothing observed changed, so nothing is written."""
+    status = copy.deepcopy(old or {})
+    meta = isvc["metadata"]
+    deployments = {str((c["metadata"].get("labels") or {}).get(COMPONENT_LABEL)): c
+                   for k, c in owned.items() if k[1] == "Deployment"}
+    canary = any(c["kind"] == "Deployment" and c["metadata"]["name"].endswith("-canary")
+                 for c in ([] if refused else desired_inference_children(isvc)))
+    conditions = list(status.get("conditions") or [])
+    if refused:
+        conditions = set_condition(conditions, "Admitted", "False", "PolicyViolation", refused, now=now)
+        conditions = set_condition(conditions, "Ready", "False", "PolicyViolation", refused, now=now)
+        phase = "Failed"
+    else:
+        conditions = set_condition(conditions, "Admitted", "True", "PolicyAllowed",
+                                   "the policies admit the service", now=now)
+        components = [("PredictorReady", "predictor"), *([("CanaryReady", "canary")] if canary else [])]
+        verdicts = [_component(deployments.get(component), component) for _, component in components]
+        for (kind, _), (value, reason, message) in zip(components, verdicts, strict=True):
+            conditions = set_condition(conditions, kind, value, reason, message, now=now)
+        failing = next((v for v in verdicts if v[0] == "False" and v[1] not in ("NotCreated", "NoReadyReplicas")),
+                       None)
+        not_ready = next((v for v in verdicts if v[0] != "True"), None)
+        ready = ("False", *not_ready[1:]) if not_ready else ("True", "ComponentsReady", "every component is ready")
+        conditions = set_condition(conditions, "Ready", *ready, now=now)
+        phase = "Failed" if failing else "Ready" if not_ready is None else "Pending"
+        status["readyReplicas"] = _ready(deployments.get("predictor"))
+        if canary:
+            status["canaryReadyReplicas"] = _ready(deployments.get("canary"))
+        else:
+            status.pop("canaryReadyReplicas", None)
+        if any(k[1] == "Service" for k in owned):
+            status["url"] = f"http://{meta['name']}.{meta['namespace']}.svc.cluster.local"
+    status.update({"conditions": conditions, "phase": phase})
+    if meta.get("generation") is not None:
+        status["observedGeneration"] = meta["generation"]
+    return status
+
+
+def _component(deployment: dict[str, Any] | None, component: str) -> tuple[str, str, str]:
+    """(condition status, reason, message) of one Deployment."""
+    if deployment is None:
+        return "False", "NotCreated", f"the {component} Deployment does not exist yet"
+    for condition in (deployment.get("status") or {}).get("conditions") or []:
+        if FAILING_CONDITIONS.get(str(condition.get("type"))) == condition.get("status"):
+            message = str(condition.get("message") or condition.get("reason") or "")
+            reason = "QuotaExceeded" if "exceeded quota" in message else str(condition.get("reason") or "Failing")
+            return "False", reason, f"{deployment['metadata']['name']}: {message}"
+    ready = _ready(deployment)
+    if ready < 1:
+        return "False", "NoReadyReplicas", f"the {component} Deployment has no ready replica yet"
+    return "True", "ReplicasReady", f"{ready} {component} replica(s) ready"
+
+
+def _ready(deployment: dict[str, Any] | None) -> int:
+    return int(((deployment or {}).get("status") or {}).get("readyReplicas") or 0)
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
+
+
+def _write_status(client: KubeClient, isvc: dict[str, Any], owned: dict[ChildKey, dict[str, Any]],
+                  refused: str | None, *, now: Callable[[], str], outcome: Outcome) -> None:
+    for _ in range(STATUS_RETRIES):
+        old = isvc.get("status") or {}
+        stamp = now()
+        new = inference_status(old, isvc, owned, refused, stamp)
+        if new == old:
+            return
+        try:
+            client.replace_status({**isvc, "status": new})
+            outcome.status_written = True
+            if new.get("phase") != old.get("phase"):
+                ready = _condition(new, "Ready") or {}
+                record_event(client, isvc, str(ready.get("reason") or new["phase"]),
+                             str(ready.get("message") or new["phase"]), warning=new["phase"] == "Failed", stamp=stamp)
+            return
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        meta = isvc["metadata"]
+        fresh = client.get(ISVC_API, ISVC_KIND, meta["namespace"], meta["name"])
+        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+            return
+        isvc = fresh
+        owned = owned_children(client, isvc, INFERENCE)
+    outcome.requeue = True
+
