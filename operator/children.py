@@ -65,6 +65,7 @@ class Outcome:
     status_written: bool = False
     finalized: bool = False  # the finalizer was removed (the owner can go)
     requeue: bool = False  # state moved under us; run again soon
+    requeue_after: float | None = None  # seconds until the owner changes on its own (a deadline, a TTL)
 
     @property
     def wrote(self) -> bool:

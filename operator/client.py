@@ -9,11 +9,15 @@ benchmarks can check that a second reconcile pass makes zero writes.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["PATHS", "ApiError", "KubeClient", "Transport", "kube_transport", "object_path"]
+__all__ = ["PATHS", "ApiError", "KubeClient", "Transport", "collection_path", "kube_transport", "object_path",
+           "rate_limited"]
 
 REQUEST_TIMEOUT = 30.0
 
@@ -63,6 +67,7 @@ def object_path(api_version: str, kind: str, namespace: str, name: str) -> str:
 class KubeClient:
     transport: Transport
     writes: Counter[str] = field(default_factory=Counter)  # "create Pod", "patch TrainingJob", ...
+    on_write: Callable[[str, str], None] | None = None  # (verb, kind), e.g. for a metric
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""
@@ -122,6 +127,8 @@ class KubeClient:
     def _write(self, verb: str, kind: str, method: str, path: str, body: Any, *,
                content_type: str = "application/json") -> dict[str, Any]:
         self.writes[f"{verb} {kind}"] += 1
+        if self.on_write is not None:
+            self.on_write(verb, kind)
         return self._call(method, path, {}, body, content_type=content_type)
 
     def _call(self, method: str, path: str, query: dict[str, str] | None = None, body: Any = None, *,
@@ -168,5 +175,26 @@ def kube_transport(kubeconfig: str | None = None, in_cluster: bool = False) -> T
                 raw.release_conn()
         except ApiException as exc:
             return int(exc.status or 0), (exc.body or b"") if isinstance(exc.body, bytes) else str(exc.body).encode()
+
+    return send
+
+
+def rate_limited(transport: Transport, qps: float, burst: int) -> Transport:
+    """The transport behind a token bucket shared by every caller: at most `burst` requests at once, refilled at
+    `qps` per second (client-go's defaults for a controller are 20 and 30)."""
+    lock = threading.Lock()
+    tokens, last = float(burst), time.monotonic()
+
+    def send(method: str, path: str, query: dict[str, str], body: Any, content_type: str) -> tuple[int, bytes]:
+        nonlocal tokens, last
+        with lock:  # callers queue here in turn; the sleep keeps the order fair
+            now = time.monotonic()
+            tokens = min(float(burst), tokens + (now - last) * qps)
+            last = now
+            if tokens < 1:
+                time.sleep((1 - tokens) / qps)
+                tokens, last = 1.0, time.monotonic()
+            tokens -= 1
+        return transport(method, path, query, body, content_type)
 
     return send

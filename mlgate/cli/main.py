@@ -186,10 +186,12 @@ def _exit_code(statuses: set[str]) -> int:
 
 
 def _register_transports() -> None:
-    """The webhook's commands (`serve`, `certs`, `admission-review`) plug into the same CLI."""
+    """The webhook's commands (`serve`, `certs`, `admission-review`) and the reconciler's (`operator`) plug into
+    the same CLI."""
+    from mlgate_reconciler.command import operator  # type: ignore[import-not-found]
     from mlgate_webhook.commands import admission_review, certs, serve  # type: ignore[import-not-found]
 
-    for command in (serve, certs, admission_review):
+    for command in (serve, certs, admission_review, operator):
         cli.add_command(command)
 
 

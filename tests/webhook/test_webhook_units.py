@@ -191,7 +191,7 @@ def test_nodes_are_trimmed_and_readers_keep_a_stable_list():
 
 
 def test_a_reflector_lists_then_applies_watch_events_and_lists_again_after_410():
-    from mlgate_webhook.kube import Reflector
+    from mlgate.kube.watch import Reflector
 
     calls: list[str] = []
     stop = threading.Event()
@@ -230,7 +230,7 @@ def test_a_reflector_lists_then_applies_watch_events_and_lists_again_after_410()
 
 
 def test_a_reflector_backs_off_when_the_resource_is_not_served(caplog):
-    from mlgate_webhook.kube import ApiError, Reflector
+    from mlgate.kube.watch import ApiError, Reflector
 
     stop = threading.Event()
 

@@ -1,0 +1,1 @@
+"""Kubernetes API access shared by the transports (webhook, reconciler); never by the engine."""

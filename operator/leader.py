@@ -1,0 +1,130 @@
+"""Leader election through a `coordination.k8s.io/v1` Lease, as client-go's leaderelection package does it.
+
+- A candidate reads the Lease every `retry_period`. It takes it when the Lease does not exist, has no holder, or
+  its record (holder, renewTime, transitions) has not changed for `lease_duration` as measured by the candidate's
+  OWN monotonic clock since it last saw the record change (so clock skew between nodes does not matter).
+- Every write carries the Lease's resourceVersion: of two candidates racing for an expired Lease, one gets 409 and
+  stays a follower.
+- The leader renews every `retry_period`; when no renewal succeeded for `renew_deadline` it has lost the Lease
+  and must stop reconciling at once (another replica may already be leader): `hold()` returns False.
+- On graceful shutdown the leader releases the Lease (no holder, leaseDurationSeconds 1), so a follower takes
+  over without waiting for the lease to expire.
+The defaults are client-go's: 15 s lease, 10 s renew deadline, 2 s retry period.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .client import ApiError, KubeClient
+
+__all__ = ["LEASE_API", "LeaderElector"]
+
+log = logging.getLogger("mlgate.reconciler.leader")
+LEASE_API, LEASE_KIND = "coordination.k8s.io/v1", "Lease"
+
+
+def micro_time() -> str:
+    """metav1.MicroTime, the Lease's time format."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class LeaderElector:
+    client: KubeClient
+    namespace: str
+    name: str
+    identity: str
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    clock: Callable[[], float] = time.monotonic
+    on_change: Callable[[bool], None] = lambda leading: None
+    _observed: tuple[Any, ...] | None = field(default=None, init=False)
+    _observed_at: float = field(default=0.0, init=False)
+
+    def try_acquire_or_renew(self) -> bool:
+        """One attempt; True when this candidate holds the Lease afterwards."""
+        try:
+            lease = self.client.get(LEASE_API, LEASE_KIND, self.namespace, self.name)
+            if lease is None:
+                self.client.create(self._lease(None))
+                return True
+            spec = lease.get("spec") or {}
+            record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseTransitions"))
+            if record != self._observed:
+                self._observed, self._observed_at = record, self.clock()
+            holder = spec.get("holderIdentity")
+            duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+            if holder and holder != self.identity and self.clock() < self._observed_at + duration:
+                return False
+            self.client.patch(LEASE_API, LEASE_KIND, self.namespace, self.name, {
+                "metadata": {"resourceVersion": lease["metadata"]["resourceVersion"]},
+                "spec": self._lease(spec)["spec"]})
+            return True
+        except ApiError as exc:
+            if exc.status != 409:
+                log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+            return False
+        except Exception as exc:  # e.g. urllib3's MaxRetryError: the API server is unreachable this round
+            log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+            return False
+
+    def _lease(self, spec: dict[str, Any] | None) -> dict[str, Any]:
+        now = micro_time()
+        mine = spec is not None and spec.get("holderIdentity") == self.identity
+        transitions = int((spec or {}).get("leaseTransitions") or 0)
+        return {
+            "apiVersion": LEASE_API, "kind": LEASE_KIND,
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": max(1, round(self.lease_duration)),
+                "acquireTime": (spec or {}).get("acquireTime") if mine else now,
+                "renewTime": now,
+                "leaseTransitions": transitions if mine or spec is None else transitions + 1,
+            },
+        }
+
+    def acquire(self, stop: threading.Event) -> bool:
+        """Block until this candidate leads (True) or `stop` is set (False)."""
+        while not stop.is_set():
+            if self.try_acquire_or_renew():
+                log.info("%s became leader (lease %s/%s)", self.identity, self.namespace, self.name)
+                self.on_change(True)
+                return True
+            stop.wait(self.retry_period)
+        return False
+
+    def hold(self, stop: threading.Event) -> bool:
+        """Renew until `stop` is set (True) or a renewal deadline is missed (False: leadership lost)."""
+        last = self.clock()
+        while not stop.wait(self.retry_period):
+            if self.try_acquire_or_renew():
+                last = self.clock()
+            elif self.clock() - last >= self.renew_deadline:
+                log.error("%s lost the lease %s/%s", self.identity, self.namespace, self.name)
+                self.on_change(False)
+                return False
+        return True
+
+    def release(self) -> None:
+        """Give the Lease up (only if still ours), so a follower need not wait for it to expire."""
+        try:
+            lease = self.client.get(LEASE_API, LEASE_KIND, self.namespace, self.name)
+            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return
+            self.client.patch(LEASE_API, LEASE_KIND, self.namespace, self.name, {
+                "metadata": {"resourceVersion": lease["metadata"]["resourceVersion"]},
+                "spec": {"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": micro_time()}})
+            log.info("%s released the lease %s/%s", self.identity, self.namespace, self.name)
+        except Exception as exc:  # best effort: the lease expires on its own
+            log.warning("releasing lease %s/%s: %s", self.namespace, self.name, exc)
+        finally:
+            self.on_change(False)
