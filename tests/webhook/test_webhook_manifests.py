@@ -146,7 +146,7 @@ def test_the_cert_manager_overlay_in_the_docs_renders_and_asks_for_ca_injection(
         annotations = config["metadata"]["annotations"]
         assert annotations == {"cert-manager.io/inject-ca-from": "mlgate-system/mlgate-webhook-tls"}
     (serving,) = [d for d in rendered if d["kind"] == "Certificate" and d["metadata"]["name"] == "mlgate-webhook-tls"]
-    (deployment,) = [d for d in rendered if d["kind"] == "Deployment"]
+    (deployment,) = [d for d in rendered if d["kind"] == "Deployment" and d["metadata"]["name"] == "mlgate-webhook"]
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
     assert volumes["tls"]["secret"]["secretName"] == serving["spec"]["secretName"]
     assert serving["spec"]["dnsNames"][-1] == "mlgate-webhook.mlgate-system.svc.cluster.local"
