@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test e2e control-plane checks bench bench-webhook demo clean
+.PHONY: setup run test e2e control-plane checks bench bench-webhook bench-reconciler demo clean
 
 setup: $(STAMP)
 
@@ -49,6 +49,9 @@ bench: setup
 
 bench-webhook: setup
 	$(BIN)/python bench/webhook_bench.py
+
+bench-reconciler: setup control-plane
+	$(BIN)/python bench/reconcile_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
