@@ -5,6 +5,10 @@
 2. Being deleted -> delete its children (pods, then services, config maps, pod groups), and only when none is
    left remove the finalizer `mlgate.dev/cleanup` (a merge patch carrying resourceVersion). A restart mid-way
    simply runs this again: deletes are idempotent and the finalizer goes last.
+   `spec.checkpoint.retain` (default true) decides the checkpoint claim's fate in between: with retain false
+   and a claimName, the PersistentVolumeClaim is deleted once the children are gone and before the finalizer
+   comes off, unless another TrainingJob of the namespace that is not being deleted names the same claim (it
+   is kept, and the log says which job holds it). With retain true, or a checkpoint uri, nothing is deleted.
 3. No finalizer yet -> add it (merge patch with resourceVersion: a 409 means someone else wrote first, so the
    pass stops and the next one starts from fresh state).
 4. Pre-flight: run the policy engine on the job as stored. Denied -> create nothing; the status says
@@ -18,13 +22,19 @@
    the limit; beyond it the status says Failed/BackoffLimitExceeded.
 6. Children: list what the job owns (label `mlgate.dev/job-name` AND an ownerReference with the job's uid),
    create every desired child that is missing (a deleted pod or service comes back) unless the job already
-   finished. Existing children are compared on the fields the reconciler owns (`owned_fields`: labels it sets
-   on every child; a Service's selector, ports, clusterIP and publishNotReadyAddresses; a ConfigMap's data; a
-   PodGroup's spec) and get one merge patch only where those differ (hand edits drift back). A pod's spec is
-   not repaired (mostly immutable); a matching child is left untouched.
-7. Status: computed by status.py from the pods; written through the status subresource only when it differs,
-   with the job's resourceVersion; on 409 the job is read again and the status recomputed (bounded retries).
-   Each phase change also records a Kubernetes Event (reason and message of the phase's condition; best effort).
+   finished. A create the API refuses with 403 "exceeded quota" (a ResourceQuota) does not stop the pass:
+   the other children are still created, the status says Stalled/QuotaExceeded with the API's message, and
+   the pass asks to run again (`outcome.requeue`) to retry once the quota has room. Existing children are
+   compared on the fields the reconciler owns (`owned_fields`: labels it sets on every child; a Service's
+   selector, ports, clusterIP and publishNotReadyAddresses; a ConfigMap's data; a PodGroup's spec) and get one
+   merge patch only where those differ (hand edits drift back). A pod's spec is not repaired (mostly
+   immutable); a matching child is left untouched.
+7. Status: computed by status.py from the pods and pod groups (with a Stalled condition naming what holds
+   the job up: quota, gang or pod unschedulable, image pull; see status.py); written through the status
+   subresource only when it differs, with the job's resourceVersion; on 409 the job is read again and the
+   status recomputed (bounded retries). Each change to a phase with a condition (all but Pending) records a
+   Kubernetes Event (reason and message of the phase's condition; best effort), and so does each change of
+   the Stalled condition's status or reason (Warning while True) unless the phase's event had that reason.
 8. Completion: once Succeeded or Failed, pods are deleted per runPolicy.cleanPodPolicy (`pods_to_clean`), and
    a job past activeDeadlineSeconds loses its unfinished pods; ttlSecondsAfterFinished after completionTime
    the job itself is deleted (and the finalizer pass removes what is left).
@@ -56,7 +66,7 @@ from .client import ApiError, KubeClient
 from .desired import JOB_LABEL, desired_children
 from .events import record_event
 from .preflight import namespace_facts, violation
-from .status import TERMINAL, Observation, compute_status, now_rfc3339, parse_time
+from .status import STALLED, TERMINAL, Observation, compute_status, condition, now_rfc3339, parse_time
 
 __all__ = ["FINALIZER", "JOB_API", "TRAINING", "Outcome", "reconcile_training_job"]
 
@@ -67,6 +77,7 @@ TRAINING = OwnerKind(JOB_API, JOB_KIND, JOB_LABEL, (  # deleted in this order: p
     ("scheduling.volcano.sh/v1beta1", "PodGroup"), ("scheduling.x-k8s.io/v1alpha1", "PodGroup")))
 STATUS_RETRIES = 5
 RESTARTS_ANNOTATION = "mlgate.dev/restarts"  # pod restarts used, counted per job against runPolicy.backoffLimit
+QUOTA_REFUSAL = "exceeded quota"  # in the ResourceQuota admission plugin's 403 message
 
 
 def reconcile_training_job(client: KubeClient, namespace: str, name: str, policies: PolicySet, *,
@@ -77,7 +88,8 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
         return outcome
     meta = job["metadata"]
     if meta.get("deletionTimestamp"):
-        finalize(client, job, TRAINING, outcome)
+        deleting = job  # narrowed to a dict for the closure
+        finalize(client, job, TRAINING, outcome, before_release=lambda: _release_claim(client, deleting, outcome))
         return outcome
     finalized = ensure_finalizer(client, job, outcome)
     if finalized is None:
@@ -88,6 +100,7 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
     violation = _gate(job, policies, facts)
     desired = [] if violation else desired_children(job)
     owned = owned_children(client, job, TRAINING)
+    quota_denied: dict[str, str] = {}
     if violation is None and (job.get("status") or {}).get("phase") not in TERMINAL:
         try:
             job = _restart_failed(client, job, owned, outcome)
@@ -96,9 +109,10 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
                 raise
             outcome.requeue = True  # the job changed under us: count restarts on fresh state next pass
             return outcome
-        create_missing(client, desired, owned, outcome)
+        quota_denied = _create(client, desired, owned, outcome)
         repair_drift(client, desired, owned, outcome)
-    status, pods = _write_status(client, job, violation, policies=policies, facts=facts, now=now, outcome=outcome)
+    status, pods = _write_status(client, job, violation, policies=policies, facts=facts, now=now, outcome=outcome,
+                                 quota_denied=quota_denied)
     _clean_up(client, job, status, pods, outcome)
     if ttl_expired(job, status, now()):
         client.delete(JOB_API, JOB_KIND, namespace, name)  # the finalizer pass then removes the children
@@ -146,11 +160,32 @@ def _restart_failed(client: KubeClient, job: dict[str, Any], owned: dict[ChildKe
     return job
 
 
+# --- children ----------------------------------------------------------------------------------------
+
+
+def _create(client: KubeClient, desired: list[dict[str, Any]], owned: dict[ChildKey, dict[str, Any]],
+            outcome: Outcome) -> dict[str, str]:
+    """Create the missing children one by one; those a ResourceQuota refuses (403 "exceeded quota") are
+    returned ("Pod/llm-worker-1" -> the API's message) and the others still created."""
+    refused: dict[str, str] = {}
+    for child in desired:
+        try:
+            create_missing(client, [child], owned, outcome)
+        except ApiError as exc:
+            message = str(exc).removeprefix(f"{exc.status}: ")
+            if exc.status != 403 or QUOTA_REFUSAL not in message:
+                raise
+            refused[f"{child['kind']}/{child['metadata']['name']}"] = message
+            outcome.requeue = True  # quota may free up without any change to the job: look again later
+    return refused
+
+
 # --- status ------------------------------------------------------------------------------------------
 
 
 def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None, *, policies: PolicySet,
-                  facts: ClusterFacts, now: Callable[[], str], outcome: Outcome) -> tuple[dict[str, Any], list[Any]]:
+                  facts: ClusterFacts, now: Callable[[], str], outcome: Outcome,
+                  quota_denied: dict[str, str]) -> tuple[dict[str, Any], list[Any]]:
     """(the status now stored, the job's pods); retried on 409 with the job read again."""
     spec = job.get("spec") or {}
     expected = dict(render.training_roles(spec))
@@ -159,12 +194,13 @@ def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None
     for _ in range(STATUS_RETRIES):
         owned = owned_children(client, job, TRAINING)
         pods = [c for (_, kind, _), c in owned.items() if kind == "Pod"]
+        podgroups = [c for (_, kind, _), c in owned.items() if kind == "PodGroup"]
         desired_keys = set() if violation else {key(c) for c in desired_children(job)}
         limit = (spec.get("runPolicy") or {}).get("backoffLimit")
         seen = Observation(pods=pods, expected=expected, created=bool(desired_keys) and desired_keys <= set(owned),
                            violation=violation, deadline_seconds=deadline if isinstance(deadline, int) else None,
                            backoff_limit=limit if isinstance(limit, int) else None, restarts=restarts(job),
-                           restarted=bool(outcome.restarted))
+                           restarted=bool(outcome.restarted), podgroups=podgroups, quota_denied=quota_denied)
         old = job.get("status") or {}
         stamp = now()
         new = compute_status(old, meta.get("generation"), seen, stamp)
@@ -175,6 +211,7 @@ def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None
             outcome.status_written = True
             if new.get("phase") != old.get("phase"):
                 _event(client, job, new, stamp)
+            _stall_event(client, job, old, new, stamp)
             return new, pods
         except ApiError as exc:
             if exc.status != 409:
@@ -191,9 +228,45 @@ def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None
 def _event(client: KubeClient, job: dict[str, Any], status: dict[str, Any], stamp: str) -> None:
     """A Kubernetes Event for a phase transition, with the reason and message of the phase's condition."""
     phase = str(status.get("phase"))
-    condition: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == phase), {})
-    record_event(client, job, str(condition.get("reason") or phase), str(condition.get("message") or phase),
+    found = condition(status, phase)
+    if found is None:  # Pending has no condition and nothing to say; a Stalled event says why it waits
+        return
+    record_event(client, job, str(found.get("reason") or phase), str(found.get("message") or phase),
                  warning=phase == "Failed", stamp=stamp)
+
+
+def _stall_event(client: KubeClient, job: dict[str, Any], old: dict[str, Any], new: dict[str, Any],
+                 stamp: str) -> None:
+    """A Kubernetes Event when Stalled flips or names another cause (not for a new message alone, nor when
+    the phase's event just said the same reason)."""
+    before, after = condition(old, STALLED) or {}, condition(new, STALLED)
+    if after is None or (before.get("status"), before.get("reason")) == (after.get("status"), after.get("reason")):
+        return
+    phase = condition(new, str(new.get("phase"))) or {}
+    if new.get("phase") != old.get("phase") and phase.get("reason") == after.get("reason"):
+        return
+    record_event(client, job, str(after.get("reason")), str(after.get("message")),
+                 warning=after.get("status") == "True", stamp=stamp)
+
+
+# --- checkpoint claim ---------------------------------------------------------------------------------
+
+
+def _release_claim(client: KubeClient, job: dict[str, Any], outcome: Outcome) -> None:
+    """spec.checkpoint.retain false: delete the checkpoint claim unless a live job of the namespace uses it."""
+    checkpoint = (job.get("spec") or {}).get("checkpoint") or {}
+    claim, meta = checkpoint.get("claimName"), job["metadata"]
+    if checkpoint.get("retain", True) is not False or not claim:
+        return
+    users = sorted(str(other["metadata"]["name"]) for other in client.list(JOB_API, JOB_KIND, meta["namespace"])
+                   if other["metadata"]["name"] != meta["name"] and not other["metadata"].get("deletionTimestamp")
+                   and ((other.get("spec") or {}).get("checkpoint") or {}).get("claimName") == claim)
+    if users:
+        log.info("keeping PersistentVolumeClaim %s/%s of deleted TrainingJob %s (checkpoint.retain false): "
+                 "TrainingJob %s still uses it", meta["namespace"], claim, meta["name"], ", ".join(users))
+        return
+    if client.delete("v1", "PersistentVolumeClaim", meta["namespace"], str(claim)):
+        outcome.deleted.append(f"PersistentVolumeClaim/{claim}")
 
 
 # --- completion --------------------------------------------------------------------------------------

@@ -9,31 +9,59 @@ Phase (first match wins):
 - `Failed` when any pod's phase is Failed: `BackoffLimitExceeded` with a runPolicy.backoffLimit (the reconciler
   restarts failed pods while the limit allows, so a failed pod left here means the limit is used up), else
   `PodFailed` (pods use restartPolicy Never: without a backoffLimit a failure is final);
+- `Failed`/`ImagePullFailed` when a container's image can never be pulled (waiting with InvalidImageName or
+  ErrImageNeverPull: the kubelet does not retry those);
 - `Failed`/`DeadlineExceeded` when runPolicy.activeDeadlineSeconds have passed since startTime;
 - `Succeeded`/`AllReplicasSucceeded` when every expected pod has phase Succeeded;
 - `Running`/`AllReplicasRunning` when every expected pod exists and is Running or Succeeded;
 - `Restarting`/`PodRestarted` when failed pods were just recreated, until every pod runs again;
-- `Created`/`ChildrenCreated` when every desired child exists;
+- `Created`/`ChildrenCreated` when every desired child exists, or did once (startTime is set);
 - `Pending` otherwise.
-Conditions are one per type (Created, Running, Restarting, Succeeded, Failed); a condition's lastTransitionTime moves
-only when its status flips. `startTime` is set when the job's children are first all created,
+Conditions are one per type (Created, Running, Restarting, Succeeded, Failed, Stalled); a condition's
+lastTransitionTime moves only when its status flips. `startTime` is set when the job's children are first all created,
 `completionTime` when it becomes Succeeded or Failed. `replicaStatuses[Role]` counts active (no phase,
 Pending or Running), succeeded and failed pods by the `mlgate.dev/replica-type` label; they freeze once the job
 is finished (so deleting finished pods later changes nothing).
+
+`Stalled` says what holds an unfinished job up, in words a user can act on: True with the reason and a message
+naming the pods (sorted) and what to do, False/`Progressing` once the cause is gone (absent until the first
+stall). It does not change the phase (a permanent image-pull failure fails the job, above). The first cause
+in this order wins, the order a pod's life goes through (created, scheduled, image pulled):
+1. `QuotaExceeded`: the API refused to create a child with 403 "exceeded quota" (a ResourceQuota; the
+   reconciler passes the API's message in `Observation.quota_denied`).
+2. `GangUnschedulable`: the job has a PodGroup, and either a Volcano PodGroup in phase Pending, Inqueue or
+   Unknown carries a condition `Unschedulable` True (reasons such as NotEnoughResources or NotEnoughTasks; the
+   message reads "3/3 tasks in gang unschedulable: pod group is not ready, ..."), or a pod of the job waits
+   with PodScheduled False and reason Unschedulable (coscheduling's "cannot find enough sibling pods" or
+   "PodGroup ... gets rejected") or Schedulable (Volcano: the pod fits "once minAvailable is satisfied").
+3. `Unschedulable`: a pod waits with PodScheduled False and reason Unschedulable (the scheduler's message).
+4. `ImagePullFailed`: a container (init or regular) waits with ErrImagePull or ImagePullBackOff (the kubelet
+   retries), or InvalidImageName or ErrImageNeverPull (it does not: the phase is Failed too).
+Like the replica counts, Stalled freezes once the job is finished: it then tells what held the job up.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["Observation", "compute_status", "now_rfc3339", "parse_time", "set_condition"]
+__all__ = ["STALLED", "Observation", "compute_status", "condition", "now_rfc3339", "parse_time", "set_condition",
+           "stall"]
 
 REPLICA_TYPE_LABEL = "mlgate.dev/replica-type"
 TERMINAL = ("Succeeded", "Failed")
-CONDITION_TYPES = ("Created", "Running", "Succeeded", "Failed")
+CONDITION_TYPES = ("Created", "Running", "Restarting", "Succeeded", "Failed", "Stalled")
+STALLED = "Stalled"
+PULL_RETRIED = ("ErrImagePull", "ImagePullBackOff")  # kubelet waiting reasons (pkg/kubelet/images/types.go)
+PULL_NEVER = ("InvalidImageName", "ErrImageNeverPull")  # the kubelet never pulls: the pod cannot start
+PULL_ADVICE = {
+    "InvalidImageName": "fix the image reference in the job's spec",
+    "ErrImageNeverPull": "the image is not on the node and imagePullPolicy is Never: pre-load it or allow pulls",
+}
+GANG_WAITING_PHASES = ("Pending", "Inqueue", "Unknown")  # Volcano PodGroup phases with pods not (all) placed
+SCHEDULER_WAITING = ("Unschedulable", "Schedulable")  # PodScheduled=False reasons; Schedulable: Volcano gang wait
 
 
 def now_rfc3339() -> str:
@@ -42,7 +70,8 @@ def now_rfc3339() -> str:
 
 @dataclass(frozen=True)
 class Observation:
-    """What the reconciler saw: the job's pods, how many of each role it wants, whether all children exist."""
+    """What the reconciler saw: the job's pods and pod groups, how many pods of each role it wants, whether all
+    children exist, and which creates a ResourceQuota refused."""
 
     pods: list[dict[str, Any]]
     expected: dict[str, int]  # role (as in the spec, e.g. "Master") -> pod count
@@ -52,6 +81,8 @@ class Observation:
     backoff_limit: int | None = None  # spec.runPolicy.backoffLimit
     restarts: int = 0  # pod restarts the job has used
     restarted: bool = False  # failed pods were recreated in this pass
+    podgroups: list[dict[str, Any]] = field(default_factory=list)  # the job's PodGroups (gang scheduling)
+    quota_denied: dict[str, str] = field(default_factory=dict)  # "Pod/llm-worker-1" -> the API's 403 message
 
 
 def compute_status(old: dict[str, Any] | None, generation: int | None, seen: Observation,
@@ -61,6 +92,8 @@ def compute_status(old: dict[str, Any] | None, generation: int | None, seen: Obs
     conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
     for kind, value, why, text in _conditions(phase, reason, message, status, seen):
         conditions = set_condition(conditions, kind, value, why, text, now=now)
+    if (old or {}).get("phase") not in TERMINAL:  # like the counts, Stalled freezes at the end
+        conditions = _stalled(conditions, stall(seen), now)
     status["conditions"] = conditions
     status["phase"] = phase
     if generation is not None:
@@ -87,6 +120,9 @@ def _phase(status: dict[str, Any], seen: Observation, now: str) -> tuple[str, st
                                                   f"its {seen.backoff_limit} restarts (runPolicy.backoffLimit)")
     if failed:
         return "Failed", "PodFailed", f"pod {failed[0]!r} failed ({len(failed)} failed in all)"
+    never = [pull for pull in _pull_failures(seen.pods) if pull[2] in PULL_NEVER]
+    if never:
+        return "Failed", "ImagePullFailed", _pull_message(never)
     if seen.deadline_seconds and status.get("startTime"):
         elapsed = (parse_time(now) - parse_time(str(status["startTime"]))).total_seconds()
         if elapsed >= seen.deadline_seconds:
@@ -103,7 +139,7 @@ def _phase(status: dict[str, Any], seen: Observation, now: str) -> tuple[str, st
     if seen.restarted or old_phase == "Restarting":
         return "Restarting", "PodRestarted", (f"failed pods recreated; {seen.restarts} of {seen.backoff_limit} "
                                               f"restarts used (runPolicy.backoffLimit)")
-    if seen.created:
+    if seen.created or status.get("startTime"):  # a pod missing later (e.g. refused by a quota) is no new start
         return "Created", "ChildrenCreated", f"{total} pods and their services created"
     return "Pending", "", ""
 
@@ -118,13 +154,13 @@ def _conditions(phase: str, reason: str, message: str, status: dict[str, Any],
         out.append(("Created", "True", "ChildrenCreated", "every pod and service of the job exists"))
     if phase == "Running":
         out.append(("Running", "True", reason, message))
-        if _condition(status, "Restarting") is not None:
+        if condition(status, "Restarting") is not None:
             out.append(("Restarting", "False", reason, message))
     elif phase == "Restarting":
         out.append(("Restarting", "True", reason, message))
-        if _condition(status, "Running") is not None:
+        if condition(status, "Running") is not None:
             out.append(("Running", "False", reason, message))
-    elif phase in TERMINAL and _condition(status, "Running") is not None:
+    elif phase in TERMINAL and condition(status, "Running") is not None:
         out.append(("Running", "False", "JobSucceeded" if phase == "Succeeded" else "JobFailed", message))
     if phase == "Succeeded":
         out.append(("Succeeded", "True", reason, message))
@@ -133,15 +169,136 @@ def _conditions(phase: str, reason: str, message: str, status: dict[str, Any],
     return out
 
 
+# --- Stalled -------------------------------------------------------------------------------------------
+
+Cause = tuple[str, str]  # (reason, message)
+Pull = tuple[str, str, str, str, str]  # (pod, container, waiting reason, kubelet message, image)
+
+
+def stall(seen: Observation) -> Cause | None:
+    """What holds the job up (the first cause in the module's order), or None."""
+    for check in (_quota, _gang, _unschedulable, _image_pull):
+        cause = check(seen)
+        if cause is not None:
+            return cause
+    return None
+
+
+def _stalled(conditions: list[dict[str, Any]], cause: Cause | None, now: str) -> list[dict[str, Any]]:
+    if cause is not None:
+        return set_condition(conditions, STALLED, "True", cause[0], cause[1], now=now)
+    if any(c.get("type") == STALLED for c in conditions):
+        return set_condition(conditions, STALLED, "False", "Progressing", "nothing holds the job up", now=now)
+    return conditions
+
+
+def _quota(seen: Observation) -> Cause | None:
+    if not seen.quota_denied:
+        return None
+    refused = sorted(seen.quota_denied)
+    objects = ", ".join(f"{kind} {name!r}" for kind, _, name in (child.partition("/") for child in refused))
+    return "QuotaExceeded", (f"{objects} could not be created: {seen.quota_denied[refused[0]]}; raise the "
+                             f"namespace's ResourceQuota or lower the job's replicas or resources")
+
+
+def _waiting(seen: Observation) -> list[tuple[str, str, str]]:
+    """(pod, reason, message) of the live pods the scheduler has not placed, sorted by pod."""
+    out = []
+    for pod in seen.pods:
+        status = pod.get("status") or {}
+        if pod["metadata"].get("deletionTimestamp") or status.get("phase") not in (None, "Pending"):
+            continue
+        scheduled: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"),
+                                         {})
+        if scheduled.get("status") == "False" and scheduled.get("reason") in SCHEDULER_WAITING:
+            out.append((_name(pod), str(scheduled["reason"]), str(scheduled.get("message") or "")))
+    return sorted(out)
+
+
+def _blocked_group(podgroups: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(PodGroup, its condition) for a Volcano PodGroup not placed yet whose Unschedulable condition is True
+    (Volcano leaves that condition behind once the group runs, so the phase decides)."""
+    for podgroup in podgroups:
+        status = podgroup.get("status") or {}
+        if status.get("phase") not in GANG_WAITING_PHASES:
+            continue
+        for found in status.get("conditions") or []:
+            if found.get("type") == "Unschedulable" and found.get("status") == "True":
+                return podgroup, found
+    return None
+
+
+def _gang(seen: Observation) -> Cause | None:
+    if not seen.podgroups:
+        return None
+    waiting, blocked = _waiting(seen), _blocked_group(seen.podgroups)
+    names = [name for name, _, _ in waiting] or sorted(
+        _name(p) for p in seen.pods if not (p.get("spec") or {}).get("nodeName")
+        and (p.get("status") or {}).get("phase") in (None, "Pending"))
+    if (blocked is None and not waiting) or not names:  # every pod placed: nothing waits for the gang
+        return None
+    if blocked is not None:
+        group, found = blocked
+        detail = f"{found.get('reason') or 'Unschedulable'}: {found.get('message') or ''}".rstrip(": ")
+    else:  # a pod the scheduler refused says why; Volcano's Schedulable pods only wait for the others
+        group = seen.podgroups[0]
+        detail = next((message for _, reason, message in waiting if reason == "Unschedulable"), waiting[0][2])
+    size = (group.get("spec") or {}).get("minMember")
+    return "GangUnschedulable", (f"the gang (PodGroup {_name(group)!r}, minMember {size}) cannot be scheduled "
+                                 f"together; {_pods(names)} wait: {detail}; free room for {size} pods at once, or "
+                                 f"lower the job's replicas or resources")
+
+
+def _unschedulable(seen: Observation) -> Cause | None:
+    refused = [(name, message) for name, reason, message in _waiting(seen) if reason == "Unschedulable"]
+    if not refused:
+        return None
+    return "Unschedulable", (f"{_pods([name for name, _ in refused])} cannot be scheduled: {refused[0][1]}; free "
+                             f"capacity or lower the job's resources, or relax its node selector and tolerations")
+
+
+def _pull_failures(pods: list[dict[str, Any]]) -> list[Pull]:
+    """Containers (init or regular) waiting on an image pull, those the kubelet never retries first."""
+    out = []
+    for pod in pods:
+        status = pod.get("status") or {}
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in PULL_RETRIED + PULL_NEVER:
+                out.append((_name(pod), str(container.get("name") or ""), str(waiting["reason"]),
+                            str(waiting.get("message") or ""), str(container.get("image") or "")))
+    return sorted(out, key=lambda pull: (pull[2] not in PULL_NEVER, pull))
+
+
+def _pull_message(pulls: list[Pull]) -> str:
+    pod, container, reason, message, image = pulls[0]
+    advice = PULL_ADVICE.get(reason, "check the image name and tag, that the registry has it, and the pull "
+                                     "credentials (imagePullSecrets)")
+    pods = _pods(sorted({pull[0] for pull in pulls}))
+    shown = f" {image!r}" if image else ""
+    return f"{pods} cannot pull image{shown} (container {container!r} of {pod!r}: {reason}: {message}); {advice}"
+
+
+def _image_pull(seen: Observation) -> Cause | None:
+    pulls = _pull_failures(seen.pods)
+    return ("ImagePullFailed", _pull_message(pulls)) if pulls else None
+
+
+def _pods(names: list[str]) -> str:
+    return ("pod " if len(names) == 1 else "pods ") + ", ".join(repr(name) for name in names)
+
+
 def set_condition(conditions: list[dict[str, Any]], kind: str, value: str, reason: str, message: str, *,
                   now: str) -> list[dict[str, Any]]:
     """Conditions with `kind` set; lastTransitionTime moves only when the status flips."""
     out = [dict(c) for c in conditions]
-    for condition in out:
-        if condition.get("type") == kind:
-            if condition.get("status") != value:
-                condition["lastTransitionTime"] = now
-            condition.update({"status": value, "reason": reason, "message": message})
+    for item in out:
+        if item.get("type") == kind:
+            if item.get("status") != value:
+                item["lastTransitionTime"] = now
+            item.update({"status": value, "reason": reason, "message": message})
             return out
     out.append({"type": kind, "status": value, "reason": reason, "message": message, "lastTransitionTime": now})
     return out
@@ -160,10 +317,11 @@ def replica_statuses(pods: list[dict[str, Any]], expected: dict[str, int]) -> di
     return counts
 
 
-def _condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for condition in status.get("conditions") or []:
-        if condition.get("type") == kind:
-            found: dict[str, Any] = condition
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """The condition of type `kind` in a status, or None."""
+    for item in status.get("conditions") or []:
+        if item.get("type") == kind:
+            found: dict[str, Any] = item
             return found
     return None
 

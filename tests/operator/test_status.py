@@ -176,3 +176,147 @@ def test_drift_matches_an_empty_wanted_value_to_the_field_the_api_server_omitted
 
 def test_drift_never_reads_a_boolean_as_a_quantity():
     assert drift({"enabled": True}, {"enabled": "1"})
+
+
+# --- Stalled: one minimal observation, one change each -------------------------------------------------
+
+UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}
+
+
+def waiting_on(reason: str, message: str = "pull failed", *, init: bool = False) -> dict[str, Any]:
+    key = "initContainerStatuses" if init else "containerStatuses"
+    return {"phase": "Pending", key: [{"name": "pytorch", "image": "registry.example/train:1.0", "ready": False,
+                                       "state": {"waiting": {"reason": reason, "message": message}}}]}
+
+
+def stalled(*changes: tuple[int, dict[str, Any]], podgroups: list[dict[str, Any]] | None = None,
+            quota_denied: dict[str, str] | None = None) -> Observation:
+    """Three pending pods with all children created; `changes` replace the status of pod i."""
+    live = pods("Pending", "Pending", "Pending")
+    for index, status in changes:
+        live[index]["status"] = status
+    return Observation(pods=live, expected=EXPECTED, created=True, podgroups=podgroups or [],
+                       quota_denied=quota_denied or {})
+
+
+def volcano_group(phase: str, condition_status: str = "True") -> dict[str, Any]:
+    unschedulable = {"type": "Unschedulable", "status": condition_status, "reason": "NotEnoughResources",
+                     "message": "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable"}
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "llm"},
+            "spec": {"minMember": 3}, "status": {"phase": phase, "conditions": [unschedulable]}}
+
+
+def test_an_image_pull_backoff_stalls_the_job_and_keeps_its_phase():
+    status = compute_status(None, 1, stalled((1, waiting_on("ImagePullBackOff", "Back-off pulling image"))), T0)
+    assert status["phase"] == "Created"
+    stall = cond(status, "Stalled")
+    assert (stall["status"], stall["reason"]) == ("True", "ImagePullFailed")
+    assert stall["message"].startswith("pod 'llm-worker-0' cannot pull image 'registry.example/train:1.0'")
+    assert "ImagePullBackOff: Back-off pulling image" in stall["message"] and "imagePullSecrets" in stall["message"]
+
+
+def test_an_init_container_that_cannot_pull_stalls_the_job_too():
+    status = compute_status(None, 1, stalled((0, waiting_on("ErrImagePull", init=True))), T0)
+    assert cond(status, "Stalled")["reason"] == "ImagePullFailed"
+
+
+def test_an_invalid_image_name_fails_the_job_because_the_kubelet_never_retries():
+    status = compute_status(None, 1, stalled((2, waiting_on("InvalidImageName", "invalid reference format"))), T0)
+    assert status["phase"] == "Failed"
+    failed = cond(status, "Failed")
+    assert failed["reason"] == "ImagePullFailed"
+    assert "'llm-worker-1'" in failed["message"] and "fix the image reference" in failed["message"]
+    assert status["completionTime"] == T0
+
+
+def test_an_unschedulable_pod_stalls_the_job_with_the_schedulers_message():
+    status = compute_status(None, 1, stalled((1, {"phase": "Pending", "conditions": [UNSCHEDULABLE]})), T0)
+    stall = cond(status, "Stalled")
+    assert (status["phase"], stall["reason"]) == ("Created", "Unschedulable")
+    assert stall["message"].startswith("pod 'llm-worker-0' cannot be scheduled: 0/4 nodes are available: 4 "
+                                       "Insufficient nvidia.com/gpu.;")
+
+
+def test_unschedulable_pods_are_named_sorted_in_one_message():
+    blocked = {"phase": "Pending", "conditions": [UNSCHEDULABLE]}
+    status = compute_status(None, 1, stalled((2, blocked), (0, blocked)), T0)
+    assert cond(status, "Stalled")["message"].startswith("pods 'llm-master-0', 'llm-worker-1' cannot be scheduled")
+
+
+def test_a_volcano_podgroup_inqueue_with_unschedulable_true_stalls_the_job_as_gang_unschedulable():
+    status = compute_status(None, 1, stalled(podgroups=[volcano_group("Inqueue")]), T0)
+    stall = cond(status, "Stalled")
+    assert stall["reason"] == "GangUnschedulable"
+    assert stall["message"].startswith("the gang (PodGroup 'llm', minMember 3) cannot be scheduled together; pods "
+                                       "'llm-master-0', 'llm-worker-0', 'llm-worker-1' wait: NotEnoughResources: "
+                                       "3/3 tasks in gang unschedulable")
+
+
+def test_the_unschedulable_condition_volcano_leaves_on_a_running_podgroup_is_not_a_stall():
+    status = compute_status(None, 1, stalled(podgroups=[volcano_group("Running")]), T0)
+    assert cond(status, "Stalled") is None
+
+
+def test_an_unschedulable_pod_of_a_gang_is_gang_unschedulable_with_the_coscheduling_message():
+    rejected = {**UNSCHEDULABLE, "message": "PodGroup ns/llm gets rejected due to Pod llm-worker-1 is "
+                                            "unschedulable even after PostFilter"}
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "llm"},
+             "spec": {"minMember": 3}, "status": {"phase": "Pending"}}
+    status = compute_status(None, 1, stalled((2, {"phase": "Pending", "conditions": [rejected]}), podgroups=[group]),
+                            T0)
+    stall = cond(status, "Stalled")
+    assert stall["reason"] == "GangUnschedulable"
+    assert "pod 'llm-worker-1' wait: PodGroup ns/llm gets rejected" in stall["message"]
+
+
+def test_a_quota_refusal_stalls_the_pending_job_with_the_apis_message():
+    refusal = ('pods "llm-worker-1" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2, '
+               'limited: pods=2')
+    seen_now = Observation(pods=pods("Pending", "Pending"), expected=EXPECTED, created=False,
+                           quota_denied={"Pod/llm-worker-1": refusal})
+    status = compute_status(None, 1, seen_now, T0)
+    stall = cond(status, "Stalled")
+    assert (status["phase"], stall["reason"]) == ("Pending", "QuotaExceeded")
+    assert stall["message"].startswith(f"Pod 'llm-worker-1' could not be created: {refusal}; raise the namespace's "
+                                       "ResourceQuota")
+
+
+def test_the_first_cause_wins_quota_then_gang_then_unschedulable_then_image_pull():
+    blocked = (0, {"phase": "Pending", "conditions": [UNSCHEDULABLE]})
+    pulling = (1, waiting_on("ImagePullBackOff"))
+    group = [volcano_group("Pending")]
+    quota = {"Pod/llm-worker-2": "exceeded quota: q"}
+    causes = [stalled(pulling), stalled(pulling, blocked), stalled(pulling, blocked, podgroups=group),
+              stalled(pulling, blocked, podgroups=group, quota_denied=quota)]
+    reasons = [cond(compute_status(None, 1, seen_now, T0), "Stalled")["reason"] for seen_now in causes]
+    assert reasons == ["ImagePullFailed", "Unschedulable", "GangUnschedulable", "QuotaExceeded"]
+
+
+def test_stalled_turns_false_with_progressing_once_the_cause_is_gone_and_then_stays_unchanged():
+    blocked = compute_status(None, 1, stalled((1, {"phase": "Pending", "conditions": [UNSCHEDULABLE]})), T0)
+    healed = compute_status(blocked, 1, stalled(), T1)
+    stall = cond(healed, "Stalled")
+    assert (stall["status"], stall["reason"], stall["lastTransitionTime"]) == ("False", "Progressing", T1)
+    assert compute_status(healed, 1, stalled(), T2) == healed
+
+
+def test_a_job_that_never_stalled_has_no_stalled_condition():
+    assert cond(compute_status(None, 1, stalled(), T0), "Stalled") is None
+
+
+def test_stalled_freezes_once_the_job_is_finished():
+    blocked = stalled((1, {"phase": "Pending", "conditions": [UNSCHEDULABLE]}))
+    expired = Observation(pods=blocked.pods, expected=EXPECTED, created=True, deadline_seconds=60)
+    running = compute_status(None, 1, seen("Running", "Running", "Running"), T0)
+    failed = compute_status(running, 1, expired, T2)
+    assert (failed["phase"], cond(failed, "Stalled")["reason"]) == ("Failed", "Unschedulable")
+    assert compute_status(failed, 1, stalled(), T2) == failed
+
+
+def test_a_created_job_whose_lost_pod_a_quota_refuses_stays_created_and_says_why():
+    created = compute_status(None, 1, seen("Running", "Running", "Running"), T0)
+    refused = Observation(pods=pods("Running", "Running"), expected=EXPECTED, created=False,
+                          quota_denied={"Pod/llm-worker-1": "exceeded quota: q"})
+    status = compute_status(created, 1, refused, T1)
+    assert (status["phase"], cond(status, "Stalled")["reason"]) == ("Created", "QuotaExceeded")
