@@ -77,12 +77,14 @@ def key(obj: dict[str, Any]) -> ChildKey:
     return str(obj.get("apiVersion")), str(obj.get("kind")), str(obj["metadata"]["name"])
 
 
-def owned_children(client: KubeClient, owner: dict[str, Any], kind: OwnerKind) -> dict[ChildKey, dict[str, Any]]:
+def owned_children(client: KubeClient, owner: dict[str, Any], kind: OwnerKind,
+                   kinds: tuple[tuple[str, str], ...] | None = None) -> dict[ChildKey, dict[str, Any]]:
+    """The owner's children of `kinds` (default: every child kind of the owner)."""
     meta = owner["metadata"]
     selector = f"{kind.label}={label_value(str(meta['name']))}"
     uid = meta.get("uid")
     owned: dict[ChildKey, dict[str, Any]] = {}
-    for api_version, child_kind in kind.children:
+    for api_version, child_kind in kind.children if kinds is None else kinds:
         for item in client.list(api_version, child_kind, meta["namespace"], selector):
             refs = (item.get("metadata") or {}).get("ownerReferences") or []
             if any(ref.get("uid") == uid and ref.get("controller") for ref in refs):
@@ -207,6 +209,14 @@ def repair_drift(client: KubeClient, desired: list[dict[str, Any]], owned: dict[
 # --- finalizer ---------------------------------------------------------------------------------------
 
 
+def _terminating(child: dict[str, Any]) -> bool:
+    """Being deleted, and no DELETE needs repeating. A DELETE of an unscheduled pod is two steps in the API server
+    (mark with deletionGracePeriodSeconds 0, then remove); a client that dies between them leaves it marked for
+    good unless the DELETE is sent again, which the API server finishes (rest.BeforeDelete)."""
+    meta = child["metadata"]
+    return bool(meta.get("deletionTimestamp")) and meta.get("deletionGracePeriodSeconds") != 0
+
+
 def set_finalizers(client: KubeClient, owner: dict[str, Any], finalizers: list[str]) -> dict[str, Any]:
     meta = owner["metadata"]
     patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
@@ -239,7 +249,7 @@ def finalize(client: KubeClient, owner: dict[str, Any], kind: OwnerKind, outcome
     owned = owned_children(client, owner, kind)
     for api_version, child_kind in kind.children:
         for child_key, child in owned.items():
-            if child_key[:2] != (api_version, child_kind) or child["metadata"].get("deletionTimestamp"):
+            if child_key[:2] != (api_version, child_kind) or _terminating(child):
                 continue
             if client.delete(api_version, child_kind, meta["namespace"], child_key[2]):
                 outcome.deleted.append(f"{child_kind}/{child_key[2]}")

@@ -95,11 +95,10 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
     if finalized is None:
         return outcome
     job = finalized
-    if facts is None:
-        facts = namespace_facts(client, namespace)
-    violation = _gate(job, policies, facts)
+    violation = _gate(client, job, policies, facts)
     desired = [] if violation else desired_children(job)
-    owned = owned_children(client, job, TRAINING)
+    kinds = _listed_kinds(desired)
+    owned = owned_children(client, job, TRAINING, kinds)
     quota_denied: dict[str, str] = {}
     if violation is None and (job.get("status") or {}).get("phase") not in TERMINAL:
         try:
@@ -112,24 +111,50 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
         quota_denied = _create(client, desired, owned, outcome)
         repair_drift(client, desired, owned, outcome)
     status, pods = _write_status(client, job, violation, policies=policies, facts=facts, now=now, outcome=outcome,
-                                 quota_denied=quota_denied)
+                                 quota_denied=quota_denied, owned=owned, kinds=kinds)
     _clean_up(client, job, status, pods, outcome)
     if ttl_expired(job, status, now()):
         client.delete(JOB_API, JOB_KIND, namespace, name)  # the finalizer pass then removes the children
         outcome.deleted.append(f"{JOB_KIND}/{name}")
         outcome.requeue = True
+    else:
+        outcome.requeue_after = next_change(job, status, now())
     return outcome
+
+
+def _listed_kinds(desired: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """The child kinds a pass reads: pods and services always, a ConfigMap or PodGroup only when desired (the
+    finalizer pass reads every kind, so nothing is left behind)."""
+    wanted = {("v1", "Pod"), ("v1", "Service")} | {(c["apiVersion"], c["kind"]) for c in desired}
+    return tuple(kind for kind in TRAINING.children if kind in wanted)
+
+
+def next_change(job: dict[str, Any], status: dict[str, Any], now: str) -> float | None:
+    """Seconds until the job changes with no event to say so: its activeDeadlineSeconds or its TTL runs out."""
+    run_policy = (job.get("spec") or {}).get("runPolicy") or {}
+    deadline, ttl = run_policy.get("activeDeadlineSeconds"), run_policy.get("ttlSecondsAfterFinished")
+    if status.get("phase") in TERMINAL:
+        since, seconds = status.get("completionTime"), ttl
+    else:
+        since, seconds = status.get("startTime"), deadline
+    if not since or not isinstance(seconds, int):
+        return None
+    return max(0.0, seconds - (parse_time(now) - parse_time(str(since))).total_seconds()) + 1.0  # 1 s past due
 
 
 # --- pre-flight --------------------------------------------------------------------------------------
 
 
-def _gate(job: dict[str, Any], policies: PolicySet, facts: ClusterFacts) -> str | None:
+def _gate(client: KubeClient, job: dict[str, Any], policies: PolicySet, facts: ClusterFacts | None) -> str | None:
     """The pre-flight verdict for a job not yet materialized (or already refused); None for the others."""
     status = job.get("status") or {}
     refused = any(c.get("type") == "Failed" and c.get("reason") == "PolicyViolation"
                   for c in status.get("conditions") or [])
-    return violation(job, policies, facts) if status.get("phase") in (None, "Pending") or refused else None
+    if status.get("phase") not in (None, "Pending") and not refused:
+        return None
+    if facts is None:  # read only when the gate runs: a materialized job's passes skip the namespace GET
+        facts = namespace_facts(client, job["metadata"]["namespace"])
+    return violation(job, policies, facts)
 
 
 # --- restarts ----------------------------------------------------------------------------------------
@@ -184,15 +209,18 @@ def _create(client: KubeClient, desired: list[dict[str, Any]], owned: dict[Child
 
 
 def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None, *, policies: PolicySet,
-                  facts: ClusterFacts, now: Callable[[], str], outcome: Outcome,
-                  quota_denied: dict[str, str]) -> tuple[dict[str, Any], list[Any]]:
-    """(the status now stored, the job's pods); retried on 409 with the job read again."""
+                  facts: ClusterFacts | None, now: Callable[[], str], outcome: Outcome, quota_denied: dict[str, str],
+                  owned: dict[ChildKey, dict[str, Any]], kinds: tuple[tuple[str, str], ...],
+                  ) -> tuple[dict[str, Any], list[Any]]:
+    """(the status now stored, the job's pods); `owned` is what this pass saw and wrote, read again (with the
+    job) only after a 409."""
     spec = job.get("spec") or {}
     expected = dict(render.training_roles(spec))
     meta = job["metadata"]
     deadline = (spec.get("runPolicy") or {}).get("activeDeadlineSeconds")
-    for _ in range(STATUS_RETRIES):
-        owned = owned_children(client, job, TRAINING)
+    for attempt in range(STATUS_RETRIES):
+        if attempt:
+            owned = owned_children(client, job, TRAINING, kinds)
         pods = [c for (_, kind, _), c in owned.items() if kind == "Pod"]
         podgroups = [c for (_, kind, _), c in owned.items() if kind == "PodGroup"]
         desired_keys = set() if violation else {key(c) for c in desired_children(job)}
@@ -220,7 +248,7 @@ def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None
         if fresh is None or fresh["metadata"].get("deletionTimestamp"):
             return old, pods
         job, meta = fresh, fresh["metadata"]
-        violation = _gate(job, policies, facts)
+        violation = _gate(client, job, policies, facts)
     outcome.requeue = True
     return job.get("status") or {}, []
 

@@ -1,7 +1,7 @@
 from typing import Any
 
 from mlgate_reconciler.children import drift
-from mlgate_reconciler.reconcile import pods_to_clean
+from mlgate_reconciler.reconcile import next_change, pods_to_clean
 from mlgate_reconciler.status import Observation, compute_status, replica_statuses, set_condition
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
@@ -320,3 +320,15 @@ def test_a_created_job_whose_lost_pod_a_quota_refuses_stays_created_and_says_why
                           quota_denied={"Pod/llm-worker-1": "exceeded quota: q"})
     status = compute_status(created, 1, refused, T1)
     assert (status["phase"], cond(status, "Stalled")["reason"]) == ("Created", "QuotaExceeded")
+
+
+def test_a_running_job_with_a_deadline_asks_to_be_looked_at_just_after_it():
+    job = {"spec": {"runPolicy": {"activeDeadlineSeconds": 60}}}
+    assert next_change(job, {"phase": "Running", "startTime": T0}, "2026-01-01T00:00:50Z") == 11.0
+
+
+def test_a_finished_job_with_a_ttl_asks_to_be_looked_at_when_it_expires_and_others_never():
+    job = {"spec": {"runPolicy": {"ttlSecondsAfterFinished": 30, "activeDeadlineSeconds": 5}}}
+    done = {"phase": "Succeeded", "completionTime": T0}
+    assert next_change(job, done, T0) == 31.0
+    assert next_change({"spec": {}}, done, T0) is None
