@@ -264,6 +264,34 @@ def test_live_pytorch_pods_carry_the_rendezvous_variables_and_the_hyperparameter
     assert env_of(cluster, namespace, "llm-master-0")["RANK"] == "0"
 
 
+def test_live_tensorflow_pods_carry_one_tf_config_with_the_whole_cluster_and_their_own_task(
+        cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
+    create_job(cluster, namespace, framework="tensorflow", replicas=3, tensorflow={"parameterServers": 1})
+    outcome, _ = reconcile(transport, policies, namespace)
+    assert sorted(c for c in outcome.created if c.startswith("Pod/")) == [
+        "Pod/llm-chief-0", "Pod/llm-ps-0", "Pod/llm-worker-0", "Pod/llm-worker-1"]
+    configs = {pod: json.loads(env_of(cluster, namespace, pod)["TF_CONFIG"])
+               for pod in ("llm-chief-0", "llm-worker-1", "llm-ps-0")}
+    host = f"llm.{namespace}.svc:2222"
+    assert configs["llm-worker-1"]["cluster"] == {"chief": [f"llm-chief-0.{host}"],
+                                                  "worker": [f"llm-worker-0.{host}", f"llm-worker-1.{host}"],
+                                                  "ps": [f"llm-ps-0.{host}"]}
+    assert all(c["cluster"] == configs["llm-chief-0"]["cluster"] for c in configs.values())
+    assert [configs[p]["task"] for p in configs] == [{"type": "chief", "index": 0}, {"type": "worker", "index": 1},
+                                                     {"type": "ps", "index": 0}]
+
+
+def test_live_xgboost_pods_carry_the_tracker_variables(
+        cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
+    create_job(cluster, namespace, framework="xgboost", replicas=3)
+    reconcile(transport, policies, namespace)
+    master, worker = env_of(cluster, namespace, "llm-master-0"), env_of(cluster, namespace, "llm-worker-1")
+    assert (worker["MASTER_ADDR"], worker["MASTER_PORT"], worker["WORLD_SIZE"]) == ("llm-master-0.llm", "9999", "3")
+    assert (master["RANK"], worker["RANK"]) == ("0", "2")
+    assert worker["WORKER_ADDRS"] == "llm-worker-0.llm,llm-worker-1.llm"
+    assert worker["WORKER_PORT"] == "9999"
+
+
 def test_an_mpi_gang_job_gets_a_podgroup_and_a_hostfile_and_deletion_removes_them_all(
         cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
     create_job(cluster, namespace, framework="mpi", replicas=2, scheduling={"scheduler": "volcano", "gang": True})
