@@ -3,9 +3,9 @@
     .venv/bin/python bench/crash_bench.py [--rounds 100] [--seed N] [--verbose]
 
 It starts its own etcd + kube-apiserver (the binaries `make control-plane` caches) and runs the harness of
-tests/e2e/test_e2e_crash_safety.py: each round SIGKILLs `python -m mlgate_reconciler --once` at a random point
-of creating a 16-replica TrainingJob (every third round: of deleting it), restarts it, runs passes until one
-writes nothing and checks the result. It prints the rounds, what the kills interrupted, the passes needed to
+tests/e2e/reconciler/test_e2e_crash_safety.py: each round SIGKILLs `python -m mlgate_reconciler --once` at a
+random point of creating a 16-replica TrainingJob (every third round: of deleting it), restarts it, runs passes
+until one writes nothing and checks the result. It prints the rounds, what the kills interrupted, the passes needed to
 converge, the pods kills left stranded Terminating (the finalizer pass deletes them again), the rounds with problems
 (each with the seed and round to replay) and the time. It asserts nothing and exits 0 once the control plane
 has started.
@@ -24,6 +24,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
+sys.path.insert(0, str(REPO / "tests" / "e2e" / "reconciler"))
 
 import test_e2e_crash_safety as crash  # noqa: E402 - the harness lives with the test it serves
 from control_plane import ControlPlane, HarnessError, find_binaries  # noqa: E402

@@ -15,6 +15,7 @@ from control_plane import REPO, to_yaml
 EXAMPLES = REPO / "examples"
 MLGATE = [sys.executable, "-m", "mlgate"]
 VOLCANO = {"mlgate.dev/scheduler": "volcano"}
+OUT_OF_WEBHOOK = {"mlgate.dev/ignore": "true"}  # the shipped webhook configurations skip such namespaces
 SHIPPED_POLICY_ARGS = ["-p", str(REPO / "policies"), "-p", str(EXAMPLES / "policies" / "gang-volcano.yaml")]
 
 

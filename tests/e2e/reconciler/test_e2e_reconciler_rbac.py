@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from control_plane import REPO, ControlPlane, Process, wait_for
-from e2e_objects import example, in_namespace, trainingjob
+from e2e_objects import OUT_OF_WEBHOOK, example, in_namespace, trainingjob
 
 pytestmark = pytest.mark.e2e
 RECONCILER = REPO / "manifests" / "reconciler"
@@ -55,7 +55,7 @@ def test_the_account_may_do_what_the_reconciler_does_and_nothing_more(cluster: C
 
 def test_the_leader_elected_reconciler_materializes_and_finalizes_with_only_its_rbac(
         cluster: ControlPlane, make_namespace: Any, token_kubeconfig: Path, tmp_path: Path):
-    namespace = make_namespace({"mlgate.dev/ignore": "true"})
+    namespace = make_namespace(OUT_OF_WEBHOOK)
     log = tmp_path / "reconciler.log"
     process = Process("reconciler (service account)", [
         sys.executable, "-m", "mlgate_reconciler", "--kubeconfig", str(token_kubeconfig), "--namespace", namespace,

@@ -7,32 +7,18 @@ import json
 from typing import Any
 
 import pytest
-from control_plane import REPO, ControlPlane
+from control_plane import ControlPlane
 from e2e_objects import example, in_namespace
 
 from mlgate.engine import PolicySet
-from mlgate.loading.policies import load_policy_paths
 from mlgate_reconciler.children import FINALIZER, Outcome
-from mlgate_reconciler.client import KubeClient, Transport, kube_transport
+from mlgate_reconciler.client import KubeClient, Transport
 from mlgate_reconciler.inference import reconcile_inference_service
 
 pytestmark = pytest.mark.e2e
-OUT_OF_WEBHOOK = {"mlgate.dev/ignore": "true"}  # these tests judge the reconciler alone
 
 
-@pytest.fixture
-def namespace(make_namespace: Any) -> str:
-    return str(make_namespace(OUT_OF_WEBHOOK))
 
-
-@pytest.fixture(scope="module")
-def policies() -> PolicySet:
-    return load_policy_paths([REPO / "policies"])
-
-
-@pytest.fixture(scope="module")
-def transport(cluster: ControlPlane) -> Transport:
-    return kube_transport(str(cluster.kubeconfig))
 
 
 def create_isvc(cluster: ControlPlane, namespace: str, **spec: Any) -> None:

@@ -9,36 +9,22 @@ import logging
 from typing import Any
 
 import pytest
-from control_plane import REPO, ControlPlane, wait_for
+from control_plane import ControlPlane, wait_for
 from e2e_objects import in_namespace, trainingjob
 
 from mlgate.engine import PolicySet
-from mlgate.loading.policies import load_policy_paths
-from mlgate_reconciler.client import KubeClient, Transport, kube_transport
+from mlgate_reconciler.client import KubeClient, Transport
 from mlgate_reconciler.reconcile import Outcome, reconcile_training_job
 
 pytestmark = pytest.mark.e2e
 WAIT = 20.0
-OUT_OF_WEBHOOK = {"mlgate.dev/ignore": "true"}  # the reconciler is judged alone, as in test_e2e_reconciler.py
 NO_GPU = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available."
 
 
 # --- helpers ----------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def namespace(make_namespace: Any) -> str:
-    return str(make_namespace(OUT_OF_WEBHOOK))
 
-
-@pytest.fixture(scope="module")
-def policies() -> PolicySet:
-    return load_policy_paths([REPO / "policies"])
-
-
-@pytest.fixture(scope="module")
-def transport(cluster: ControlPlane) -> Transport:
-    return kube_transport(str(cluster.kubeconfig))
 
 
 def create(cluster: ControlPlane, namespace: str, obj: dict[str, Any]) -> None:

@@ -20,7 +20,6 @@ from control_plane import ControlPlane, Process, free_port, wait_for
 from e2e_objects import example, in_namespace, trainingjob
 
 pytestmark = pytest.mark.e2e
-OUT_OF_WEBHOOK = {"mlgate.dev/ignore": "true"}
 WAIT = 30.0
 LEASE = ["--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.3"]
 
@@ -70,10 +69,6 @@ def start(cluster: ControlPlane, tmp_path: Path) -> Iterator[Any]:
         reconciler.process.stop()
         cluster.processes.remove(reconciler.process)
 
-
-@pytest.fixture
-def namespace(make_namespace: Any) -> str:
-    return str(make_namespace(OUT_OF_WEBHOOK))
 
 
 def names(cluster: ControlPlane, kind: str, namespace: str) -> list[str]:

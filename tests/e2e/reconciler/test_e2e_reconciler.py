@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from control_plane import REPO, ControlPlane, wait_for
-from e2e_objects import in_namespace, trainingjob
+from e2e_objects import OUT_OF_WEBHOOK, in_namespace, trainingjob
 
 from mlgate.engine import PolicySet
 from mlgate.loading.policies import load_policy_paths
-from mlgate_reconciler.client import KubeClient, Transport, kube_transport
+from mlgate_reconciler.client import KubeClient, Transport
 from mlgate_reconciler.reconcile import FINALIZER, Outcome, reconcile_training_job
 
 pytestmark = pytest.mark.e2e
@@ -26,24 +26,9 @@ PODS = ["llm-master-0", "llm-worker-0", "llm-worker-1"]
 # --- helpers ----------------------------------------------------------------------------------------
 
 
-# Other e2e modules register the webhook for the whole session. These tests judge the reconciler alone,
-# including jobs admission would have refused or defaulted, so their namespaces opt out of the webhook.
-OUT_OF_WEBHOOK = {"mlgate.dev/ignore": "true"}
 
 
-@pytest.fixture
-def namespace(make_namespace: Any) -> str:
-    return str(make_namespace(OUT_OF_WEBHOOK))
 
-
-@pytest.fixture(scope="module")
-def policies() -> PolicySet:
-    return load_policy_paths([REPO / "policies"])
-
-
-@pytest.fixture(scope="module")
-def transport(cluster: ControlPlane) -> Transport:
-    return kube_transport(str(cluster.kubeconfig))
 
 
 def create_job(cluster: ControlPlane, namespace: str, name: str = "llm", **spec: Any) -> dict[str, Any]:

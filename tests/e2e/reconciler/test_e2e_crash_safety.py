@@ -46,7 +46,7 @@ from typing import Any
 
 import pytest
 from control_plane import REPO, ControlPlane, HarnessError
-from e2e_objects import in_namespace, trainingjob
+from e2e_objects import OUT_OF_WEBHOOK, in_namespace, trainingjob
 
 from mlgate.engine import PolicySet
 from mlgate.loading.policies import load_policy_paths
@@ -62,7 +62,6 @@ EXPECTED_SERVICES = [JOB]
 CHILDREN = len(EXPECTED_PODS) + len(EXPECTED_SERVICES)
 EXPECTED_REPLICAS = {"Master": {"active": 1, "succeeded": 0, "failed": 0},
                      "Worker": {"active": REPLICAS - 1, "succeeded": 0, "failed": 0}}
-OUT_OF_WEBHOOK = {"mlgate.dev/ignore": "true"}  # the reconciler alone is judged here
 ROUNDS = 20
 DELETION_EVERY = 3  # round R is a deletion round when R % 3 == 2
 MAX_PASSES = 5  # passes (the restart included) allowed before one must write nothing
