@@ -14,18 +14,35 @@ from starlette.routing import Route
 
 from mlgate import __version__
 
-from .endpoint import AdmissionEndpoint
+from .endpoint import AdmissionEndpoint, Receive, Scope, Send
 from .metrics import CONTENT_TYPE
 from .service import Service
 
 
-def create_app(service: Service) -> FastAPI:
+class AdmissionFront:
+    """What uvicorn serves: the admission paths go straight to their endpoints, the rest to FastAPI.
+
+    FastAPI's middleware stack and router cost more than a small review does; the endpoints catch
+    their own errors and need none of it. The same endpoints stay routed inside the FastAPI app too.
+    """
+
+    def __init__(self, app: FastAPI, endpoints: dict[str, AdmissionEndpoint]):
+        self.app = app
+        self.endpoints = endpoints
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = self.endpoints.get(scope["path"]) if scope["type"] == "http" else None
+        if endpoint is not None:
+            await endpoint(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
+def create_app(service: Service) -> AdmissionFront:
     app = FastAPI(title="mlgate webhook", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
-    # Plain ASGI routes, inserted first: no request model, no dependency injection on the hot path.
-    app.router.routes[:0] = [
-        Route("/validate", AdmissionEndpoint(service, "validate")),
-        Route("/mutate", AdmissionEndpoint(service, "mutate")),
-    ]
+    endpoints = {"/validate": AdmissionEndpoint(service, "validate"), "/mutate": AdmissionEndpoint(service, "mutate")}
+    # Plain ASGI routes, inserted first: no request model, no dependency injection.
+    app.router.routes[:0] = [Route(path, endpoint) for path, endpoint in endpoints.items()]
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -41,4 +58,4 @@ def create_app(service: Service) -> FastAPI:
         return Response(service.metrics.render(), media_type=CONTENT_TYPE)
 
     app.state.service = service
-    return app
+    return AdmissionFront(app, endpoints)

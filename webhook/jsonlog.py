@@ -45,6 +45,12 @@ def configure(level: str = "info") -> None:
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+    # The JSON lines carry none of the caller, thread or process fields, so skip collecting them
+    # for every record (the "Optimization" switches of the logging docs).
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
 
 
 def log_decision(admission: Admission, endpoint: str, seconds: float) -> None:

@@ -43,16 +43,32 @@ class Metrics:
                                            "1 if the last policy load succeeded, 0 if it was rejected", registry=r)
         self.cert_expiry = Gauge("mlgate_certificate_expiry_timestamp_seconds",
                                  "notAfter of the serving certificate in use, as a Unix time", registry=r)
+        self._children: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
+        self._rule_children: dict[tuple[str, str, str], Counter] = {}
         self.cert_reload_errors = Counter("mlgate_certificate_reload_errors",
                                           "Certificate files that could not be loaded; the old pair stayed",
                                           registry=r)
 
     def observe(self, endpoint: str, kind: str, result: str, seconds: float,
                 rule_results: Iterable[RuleResult] = ()) -> None:
-        self.requests.labels(endpoint, kind, result).inc()
-        self.duration.labels(endpoint, kind, result).observe(seconds)
+        requests, duration = self._request_children(endpoint, kind, result)
+        requests.inc()
+        duration.observe(seconds)
+        children = self._rule_children
         for r in rule_results:
-            self.rule_results.labels(r.policy, r.rule, r.outcome.value).inc()
+            key = (r.policy, r.rule, r.outcome.value)
+            child = children.get(key)
+            if child is None:
+                child = children[key] = self.rule_results.labels(*key)
+            child.inc()
+
+    def _request_children(self, endpoint: str, kind: str, result: str) -> tuple[Counter, Histogram]:
+        # labels() validates and locks on every call; the few label sets in use are looked up once
+        key = (endpoint, kind, result)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = (self.requests.labels(*key), self.duration.labels(*key))
+        return children
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

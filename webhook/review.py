@@ -187,7 +187,8 @@ def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, e
 def _answer(request: AdmissionRequest, decision: Decision) -> Admission:
     response: dict[str, Any] = {"uid": request.uid, "allowed": decision.allowed}
     denial = decision.deny_message()
-    messages = denial.splitlines() + decision.warnings
+    engine_warnings = decision.warnings
+    messages = denial.splitlines() + engine_warnings
     verdict: Verdict = "allowed"
     if not decision.allowed:
         response["status"] = {"code": 403, "reason": "Forbidden", "message": denial}
@@ -196,7 +197,7 @@ def _answer(request: AdmissionRequest, decision: Decision) -> Admission:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(json.dumps(decision.patch, separators=(",", ":")).encode()).decode()
         verdict = "patched"
-    warnings = short_warnings(decision.warnings)
+    warnings = short_warnings(engine_warnings)
     if warnings:
         response["warnings"] = warnings
     annotations = {_annotation_key(k): v for k, v in decision.audit_annotations.items()}

@@ -16,7 +16,7 @@ import click
 from mlgate import __version__
 
 if TYPE_CHECKING:
-    from mlgate.cli.review import Record
+    from mlgate.cli.review import Record, Render
     from mlgate.engine import PolicySet
     from mlgate.model.facts import ClusterFacts
 
@@ -85,7 +85,7 @@ def validate(
 
     reporter = Reporter(output, sys.stdout)
     statuses = set()
-    for record in _review(paths, policy_paths, facts, jobs=jobs):
+    for record in _review(paths, policy_paths, facts, jobs=jobs, render=reporter.render):
         reporter.add(record)
         statuses.add(record.status)
     reporter.finish()
@@ -163,7 +163,7 @@ def mig_lint(paths: tuple[str, ...]) -> None:
 
 def _review(
     paths: Sequence[str], policy_paths: Sequence[str], facts_path: str | None,
-    keep_mutated: bool = False, jobs: int | None = None,
+    keep_mutated: bool = False, jobs: int | None = None, *, render: Render | None = None,
 ) -> Iterator[Record]:
     from mlgate.cli.review import review
     from mlgate.loading.documents import InputError
@@ -171,7 +171,7 @@ def _review(
     policies = load_policies(policy_paths)
     facts = load_facts(facts_path)
     try:
-        for record in review(paths, policies, facts, keep_mutated=keep_mutated, jobs=jobs):
+        for record in review(paths, policies, facts, keep_mutated=keep_mutated, jobs=jobs, render=render):
             if record.error:
                 click.echo(f"mlgate: {record.where}: {record.error}", err=True)
             yield record

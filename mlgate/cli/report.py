@@ -7,7 +7,8 @@ so that golden files can pin it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import IO, Any
 from xml.etree import ElementTree as ET
 
@@ -32,10 +33,16 @@ class Reporter:
 
     def add(self, record: Record) -> None:
         if self.fmt == "text":
-            self.out.write(text_record(record))
+            self.out.write(record.rendered if record.rendered is not None else text_record(record))
         elif self.fmt == "json":
-            self.out.write(('{\n  "results": [\n' if not self.records else ",\n") + _indented(record_json(record)))
+            text = record.rendered if record.rendered is not None else _indented(record_json(record))
+            self.out.write(('{\n  "results": [\n' if not self.records else ",\n") + text)
         self.records.append(_compact(record) if self.fmt in ("text", "json") else record)
+
+    @property
+    def render(self) -> Callable[[Record], Record] | None:
+        """For streamed formats: what turns a full record into its text and the counts the summary needs."""
+        return partial(_rendered, self.fmt) if self.fmt in ("text", "json") else None
 
     def finish(self) -> None:
         counts = summary(self.records)
@@ -46,6 +53,13 @@ class Reporter:
             self.out.write(f'{head}\n  ],\n  "summary": {json.dumps(counts)}\n}}\n')
         else:
             self.out.write(junit(self.records) if self.fmt == "junit" else sarif(self.records))
+
+
+def _rendered(fmt: str, record: Record) -> Record:
+    compact = _compact(record)
+    compact.error = record.error  # the command also reports it on stderr
+    compact.rendered = text_record(record) if fmt == "text" else _indented(record_json(record))
+    return compact
 
 
 def _compact(record: Record) -> Record:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -21,6 +21,7 @@ from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate.model.results import Decision, Outcome
 
 GC_THRESHOLD = 200_000
+Render = Callable[["Record"], "Record"]
 FILES_PER_WORKER_MIN = 8  # below this, starting workers costs more than it saves
 
 
@@ -52,6 +53,7 @@ class Record:
     warnings: list[str] = field(default_factory=list)
     patch: list[dict[str, Any]] = field(default_factory=list)
     mutated: dict[str, Any] | None = None  # kept only when asked for
+    rendered: str | None = None  # the report's text for this record, when the worker wrote it
 
     @property
     def where(self) -> str:
@@ -87,9 +89,13 @@ def review_document(
 
 def review(
     paths: Sequence[str], policies: PolicySet, facts: ClusterFacts = NO_FACTS,
-    keep_mutated: bool = False, jobs: int | None = None,
+    keep_mutated: bool = False, jobs: int | None = None, *, render: Render | None = None,
 ) -> Iterator[Record]:
-    """Records for every document under `paths`, in order; raises InputError for bad paths."""
+    """Records for every document under `paths`, in order; raises InputError for bad paths.
+
+    With `render`, each record comes back as `render` left it (its report text written in the
+    worker, so that only text and a few counts cross the process boundary).
+    """
     files = list(expand(paths))
     # Manifests are acyclic data freed by reference counting; frequent cyclic collections
     # over the parse trees only cost time.
@@ -98,9 +104,10 @@ def review(
     workers = min(jobs or len(os.sched_getaffinity(0)), max(len(files) // FILES_PER_WORKER_MIN, 1))
     if workers < 2 or "-" in files:
         for document in read_documents(files):
-            yield review_document(document, policies, facts, keep_mutated)
+            record = review_document(document, policies, facts, keep_mutated)
+            yield render(record) if render is not None else record
         return
-    _WORKER_STATE.update(policies=policies, facts=facts, keep_mutated=keep_mutated)
+    _WORKER_STATE.update(policies=policies, facts=facts, keep_mutated=keep_mutated, render=render)
     # fork: workers inherit the loaded policies instead of loading and pickling them again
     with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
         for records in pool.map(_review_file, files, chunksize=4):
@@ -112,8 +119,10 @@ _WORKER_STATE: dict[str, Any] = {}
 
 def _review_file(path: str) -> list[Record]:
     state = _WORKER_STATE
-    return [review_document(d, state["policies"], state["facts"], state["keep_mutated"])
-            for d in read_documents([path])]
+    render = state["render"]
+    records = [review_document(d, state["policies"], state["facts"], state["keep_mutated"])
+               for d in read_documents([path])]
+    return [render(r) for r in records] if render is not None else records
 
 
 def _violations(document: Document, decision: Decision) -> list[Violation]:

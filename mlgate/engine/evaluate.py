@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from mlgate.engine.match import applies
+from mlgate.engine.match import Scope, applies
 from mlgate.engine.patch import diff, restore, snapshot
 from mlgate.engine.policyset import Binding, Policy, PolicySet
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate.model.results import Action, Decision, Finding, Outcome, RuleResult, Skipped, Unevaluable
+from mlgate.model.workload import Workload
 from mlgate.rules.registry import Context
 from mlgate.workloads.extract import extract
 
@@ -35,13 +36,18 @@ def evaluate(
     if workload is None:
         return Decision(allowed=True, note=f"not an ML workload: {_kind(obj)}")
     context = Context(facts=facts, operation=operation)
-    selected = [p for p in policies.policies if applies(p, workload, facts)]
+    scope = Scope(workload, facts)
+    selected = [p for p in policies.policies if applies(p, scope)]
     results: list[RuleResult] = []
     mutated = obj
     if mutate:
-        mutated, mutation_results = _mutate(obj, selected, context, old_obj)
+        chosen = {id(p) for p in selected}
+        steps = [(p, b) for p, b in policies.mutation_steps if id(p) in chosen]
+        mutated, mutation_results, settled = _mutate(obj, steps, context, old_obj)
         results.extend(mutation_results)
-    target = (extract(mutated, old_obj) if mutated is not obj else None) or workload
+    else:
+        settled = None
+    target = settled or (extract(mutated, old_obj) if mutated is not obj else None) or workload
     for policy in selected:
         for binding in policy.bindings:
             if binding.rule.check is not None:
@@ -53,41 +59,44 @@ def evaluate(
 
 
 def _mutate(
-    obj: dict[str, Any], policies: list[Policy], context: Context, old_obj: dict[str, Any] | None
-) -> tuple[dict[str, Any], list[RuleResult]]:
+    obj: dict[str, Any], steps: list[tuple[Policy, Binding]], context: Context, old_obj: dict[str, Any] | None
+) -> tuple[dict[str, Any], list[RuleResult], Workload | None]:
     """Apply every mutation in order, round after round, until a round changes nothing.
 
     A rule that raises is dropped and its round starts again from the round's first state,
     so nothing it half-wrote survives. Rules that report their changes need no copy of the
-    object around them; for the others a before/after snapshot tells.
+    object around them; for the others a before/after snapshot tells. A round in which no
+    rule changed anything needs no snapshot at its end either. The workload of the round that
+    changed nothing still describes the result, so the checks take it as it is (third value).
     """
-    steps = sorted(
-        ((b.rule.order, p.key, i, p, b) for p in policies for i, b in enumerate(p.bindings) if b.rule.mutate),
-        key=lambda s: s[:3],
-    )
     if not steps:
-        return obj, []
+        return obj, [], None
     round_start = snapshot(obj)
     current: dict[str, Any] = restore(round_start)
     changed: set[tuple[str, str]] = set()
     errors: dict[tuple[str, str], str] = {}
+    settled: Workload | None = None
     rounds = 0
     while rounds < MAX_MUTATION_ROUNDS:
         rounds += 1
-        failed = _mutation_round(current, steps, context, old_obj, changed=changed, errors=errors)
+        failed, moved, workload = _mutation_round(current, steps, context, old_obj, changed=changed, errors=errors)
         if failed:  # each rule can fail once, so this cannot loop for ever
             rounds -= 1
             current = restore(round_start)
             continue
+        if not moved:
+            settled = workload
+            break
         round_end = snapshot(current)
         if round_end == round_start:
+            settled = workload
             break
         round_start = round_end
     else:
-        for *_, policy, binding in steps:
+        for policy, binding in steps:
             errors.setdefault((policy.key, binding.rule.id), "mutations did not settle")
     results = []
-    for *_, policy, binding in steps:
+    for policy, binding in steps:
         key = (policy.key, binding.rule.id)
         if key in errors:
             outcome, note = Outcome.ERROR, errors[key]
@@ -99,16 +108,18 @@ def _mutate(
             RuleResult(policy.key, binding.rule.id, binding.action, outcome, note=note,
                        failure_policy=policy.failure_policy)
         )
-    return current, results
+    return current, results, settled
 
 
 def _mutation_round(
-    current: dict[str, Any], steps: list[Any], context: Context, old_obj: dict[str, Any] | None,
+    current: dict[str, Any], steps: list[tuple[Policy, Binding]], context: Context, old_obj: dict[str, Any] | None,
     *, changed: set[tuple[str, str]], errors: dict[tuple[str, str], str],
-) -> bool:
-    """One pass over the rules; True when a rule raised (the caller restores and retries)."""
+) -> tuple[bool, bool, Workload | None]:
+    """One pass over the rules: (a rule raised, so the caller restores and retries; a rule changed
+    the object; the workload the rules saw)."""
     workload = extract(current, old_obj)
-    for *_, policy, binding in steps:
+    moved = False
+    for policy, binding in steps:
         key = (policy.key, binding.rule.id)
         if key in errors or workload is None:
             continue
@@ -119,30 +130,34 @@ def _mutation_round(
         except Exception as exc:  # a rule bug must not take the request down
             log.exception("mutation %s/%s failed", policy.key, rule.id)
             errors[key] = f"{type(exc).__name__}: {exc}"
-            return True
+            return True, moved, workload
         if (bool(claimed) if before is None else snapshot(current) != before):
             changed.add(key)
-    return False
+            moved = True
+    return False, moved, workload
 
 
 def _run_check(policy: Policy, binding: Binding, workload: Any, context: Context) -> RuleResult:
-    def result(outcome: Outcome, findings: tuple[Finding, ...] = (), note: str = "") -> RuleResult:
-        return RuleResult(policy.key, binding.rule.id, binding.action, outcome, findings, note,
-                          policy.failure_policy)
-
+    outcome, findings, note = Outcome.PASS, (), ""
     try:
         verdict = binding.rule.check(workload, binding.params, context)  # type: ignore[misc]
         if isinstance(verdict, Skipped):
-            return result(Outcome.SKIP, note=verdict.reason)
-        if isinstance(verdict, Unevaluable):
-            return result(Outcome.ERROR, note=verdict.reason)
-        findings = tuple(sorted(set(verdict), key=lambda f: (f.path, f.reason, f.detail)))
+            outcome, note = Outcome.SKIP, verdict.reason
+        elif isinstance(verdict, Unevaluable):
+            outcome, note = Outcome.ERROR, verdict.reason
+        else:
+            found = set(verdict)
+            if found:
+                findings = tuple(sorted(found, key=_finding_order))
+                outcome = Outcome.FAIL if binding.action is Action.DENY else Outcome.WARN
     except Exception as exc:  # a rule bug becomes an `error` outcome, never a crash
         log.exception("check %s/%s failed", policy.key, binding.rule.id)
-        return result(Outcome.ERROR, note=f"{type(exc).__name__}: {exc}")
-    if not findings:
-        return result(Outcome.PASS)
-    return result(Outcome.FAIL if binding.action is Action.DENY else Outcome.WARN, findings)
+        outcome, findings, note = Outcome.ERROR, (), f"{type(exc).__name__}: {exc}"
+    return RuleResult(policy.key, binding.rule.id, binding.action, outcome, findings, note, policy.failure_policy)
+
+
+def _finding_order(finding: Finding) -> tuple[str, str, str]:
+    return finding.path, finding.reason, finding.detail
 
 
 def _kind(obj: dict[str, Any]) -> str:

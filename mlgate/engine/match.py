@@ -16,25 +16,47 @@ def namespace_labels(namespace: str, facts: ClusterFacts) -> dict[str, str]:
     return labels
 
 
-def _hits(block: MatchBlock, workload: Workload, ns_labels: dict[str, str]) -> bool:
+class Scope:
+    """The workload as match blocks see it; namespace and object labels are looked up once, when first needed."""
+
+    def __init__(self, workload: Workload, facts: ClusterFacts):
+        self.workload = workload
+        self.facts = facts
+        self._ns_labels: dict[str, str] | None = None
+        self._labels: dict[str, str] | None = None
+
+    @property
+    def ns_labels(self) -> dict[str, str]:
+        if self._ns_labels is None:
+            self._ns_labels = namespace_labels(self.workload.namespace, self.facts)
+        return self._ns_labels
+
+    @property
+    def labels(self) -> dict[str, str]:
+        if self._labels is None:
+            self._labels = self.workload.labels
+        return self._labels
+
+
+def _hits(block: MatchBlock, scope: Scope) -> bool:
+    workload = scope.workload
     if block.kinds and workload.kind not in block.kinds and "*" not in block.kinds:
         return False
     if block.namespaces and workload.namespace not in block.namespaces:
         return False
-    if block.namespaceSelector and not block.namespaceSelector.matches(ns_labels):
+    if block.namespaceSelector and not block.namespaceSelector.matches(scope.ns_labels):
         return False
-    return not (block.objectSelector and not block.objectSelector.matches(workload.labels))
+    return not (block.objectSelector and not block.objectSelector.matches(scope.labels))
 
 
 def _any_field(block: MatchBlock) -> bool:
     return bool(block.kinds or block.namespaces or block.namespaceSelector or block.objectSelector)
 
 
-def applies(policy: Policy, workload: Workload, facts: ClusterFacts) -> bool:
-    if policy.namespace is not None and policy.namespace != workload.namespace:
+def applies(policy: Policy, scope: Scope) -> bool:
+    if policy.namespace is not None and policy.namespace != scope.workload.namespace:
         return False
-    ns_labels = namespace_labels(workload.namespace, facts)
-    if not _hits(policy.match, workload, ns_labels):
+    if not _hits(policy.match, scope):
         return False
     exclude = policy.exclude
-    return not (exclude is not None and _any_field(exclude) and _hits(exclude, workload, ns_labels))
+    return not (exclude is not None and _any_field(exclude) and _hits(exclude, scope))

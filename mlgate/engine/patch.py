@@ -27,17 +27,21 @@ def restore(frozen: bytes) -> Any:
 def diff(before: Any, after: Any, prefix: str = "") -> list[dict[str, Any]]:
     if before == after:
         return []
+    return _diff(before, after, prefix)
+
+
+def _diff(before: Any, after: Any, prefix: str) -> list[dict[str, Any]]:
+    """The patch between two values already known to differ (each subtree is compared once per level)."""
     if not (isinstance(before, dict) and isinstance(after, dict)):
         if isinstance(before, list) and isinstance(after, list):
             return _diff_lists(before, after, prefix)
         return [{"op": "replace", "path": prefix, "value": after}]
     ops: list[dict[str, Any]] = []
     for key, old in before.items():
-        path = pointer.join(prefix, key)
         if key not in after:
-            ops.append({"op": "remove", "path": path})
-        else:
-            ops.extend(diff(old, after[key], path))
+            ops.append({"op": "remove", "path": pointer.join(prefix, key)})
+        elif old != (new := after[key]):  # most subtrees are equal: no pointer, no call
+            ops.extend(_diff(old, new, pointer.join(prefix, key)))
     ops.extend({"op": "add", "path": pointer.join(prefix, k), "value": v} for k, v in after.items() if k not in before)
     return ops
 
@@ -57,6 +61,7 @@ def _diff_lists(before: list[Any], after: list[Any], prefix: str) -> list[dict[s
         return [_prefixed(op, prefix) for op in jsonpatch.make_patch(before, after).patch]
     ops: list[dict[str, Any]] = []
     for index in range(common):
-        ops.extend(diff(before[index], after[index], pointer.join(prefix, index)))
+        if before[index] != after[index]:
+            ops.extend(_diff(before[index], after[index], pointer.join(prefix, index)))
     ops.extend({"op": "add", "path": pointer.join(prefix, i), "value": after[i]} for i in range(common, len(after)))
     return ops

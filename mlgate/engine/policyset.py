@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from mlgate.model.policy import MatchBlock
 from mlgate.model.results import Action, FailurePolicy
@@ -26,7 +27,7 @@ class Policy:
     namespace: str | None = None  # set for a namespaced MLPolicy
     source: str = ""
 
-    @property
+    @cached_property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
@@ -38,3 +39,12 @@ class PolicySet:
 
     def __len__(self) -> int:
         return len(self.policies)
+
+    @cached_property
+    def mutation_steps(self) -> tuple[tuple[Policy, Binding], ...]:
+        """Every mutation binding in the order they run: rule order, then policy key, then position."""
+        steps = sorted(
+            ((b.rule.order, p.key, i, p, b) for p in self.policies for i, b in enumerate(p.bindings) if b.rule.mutate),
+            key=lambda s: s[:3],
+        )
+        return tuple((policy, binding) for *_, policy, binding in steps)

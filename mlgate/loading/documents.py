@@ -24,6 +24,7 @@ MAX_DOCUMENT_BYTES = 3 * 1024 * 1024  # the API server refuses objects well belo
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 _SEPARATOR = re.compile(rb"^---(\s|$)")
 _END = re.compile(rb"^\.\.\.\s*$")
+_MARKERS = (b"---", b"...")  # a line that starts otherwise is content: no regex for it
 
 
 @dataclass
@@ -143,7 +144,7 @@ def document_chunks(handle: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
     start = 1
     number = 0
     for number, text in enumerate(handle, start=1):
-        if _SEPARATOR.match(text) or _END.match(text):
+        if text[:3] in _MARKERS and (_SEPARATOR.match(text) or _END.match(text)):
             if buffer or oversize:
                 yield start, b"".join(buffer), oversize
             buffer, size, oversize = [], 0, False

@@ -7,7 +7,7 @@ mutation must write so that it lands in the user's object.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ class PodTemplate:
     writes: Callable[[], int] | None = None
     _seen_writes: int = 0
     _container_cache: tuple[int, tuple[tuple[str, int, dict[str, Any]], ...]] | None = None
+    _regular_cache: tuple[tuple[str, int, dict[str, Any]], ...] = ()
 
     def _fresh(self) -> None:
         if self.rerender is not None and self.writes is not None and self.writes() != self._seen_writes:
@@ -67,7 +68,8 @@ class PodTemplate:
         Kept until the next write: every check walks these, many times per object.
         """
         writes = self.writes() if self.writes is not None else 0
-        if self._container_cache is None or self._container_cache[0] != writes:
+        cache = self._container_cache
+        if cache is None or cache[0] != writes:
             spec = self.spec
             found = tuple(
                 (key, index, container)
@@ -75,13 +77,14 @@ class PodTemplate:
                 for index, container in enumerate(spec.get(key) or [])
                 if isinstance(container, dict)
             )
-            self._container_cache = (writes, found)
-        return self._container_cache[1]
+            cache = self._container_cache = (writes, found)
+            self._regular_cache = tuple(c for c in found if c[0] != "ephemeralContainers")
+        return cache[1]
 
-    def regular_containers(self) -> Iterator[tuple[str, int, dict[str, Any]]]:
-        for key, index, container in self.containers():
-            if key != "ephemeralContainers":
-                yield key, index, container
+    def regular_containers(self) -> tuple[tuple[str, int, dict[str, Any]], ...]:
+        """Init and regular containers, kept like `containers()`."""
+        self.containers()
+        return self._regular_cache
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any
 
 from mlgate.model.workload import PodTemplate
@@ -23,6 +24,18 @@ def is_gpu_resource(name: str) -> bool:
 
 def quantity(value: Any) -> Decimal | None:
     """A Kubernetes quantity as a number (`500m` = 0.5, `1Gi` = 2**30), or None if malformed."""
+    if isinstance(value, str | int | float):
+        return _scalar_quantity(value)
+    return _parse_quantity(value)
+
+
+@lru_cache(maxsize=1024, typed=True)
+def _scalar_quantity(value: str | int | float) -> Decimal | None:
+    # every rule reads the same few GPU counts on every object; True and 1 are kept apart
+    return _parse_quantity(value)
+
+
+def _parse_quantity(value: Any) -> Decimal | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
@@ -42,9 +55,9 @@ def gpu_resources(container: dict[str, Any], section: str) -> dict[str, Any]:
     """GPU-like entries of resources.<section> (limits or requests)."""
     resources = container.get("resources")
     entries = resources.get(section) if isinstance(resources, dict) else None
-    if not isinstance(entries, dict):
+    if not isinstance(entries, dict) or not entries:
         return {}
-    return {k: v for k, v in entries.items() if is_gpu_resource(str(k))}
+    return {k: v for k, v in entries.items() if str(k).startswith(GPU_RESOURCE_PREFIXES)}
 
 
 def gpu_count(container: dict[str, Any]) -> int:
@@ -60,11 +73,17 @@ def gpu_count(container: dict[str, Any]) -> int:
 
 def pod_gpu_count(template: PodTemplate) -> int:
     """GPUs a pod holds: regular containers run together; init containers one at a time."""
-    regular = sum(gpu_count(c) for k, _, c in template.containers() if k == "containers")
-    init = max((gpu_count(c) for k, _, c in template.containers() if k == "initContainers"), default=0)
+    regular = init = 0
+    for key, _, container in template.containers():
+        if key == "containers":
+            regular += gpu_count(container)
+        elif key == "initContainers":
+            init = max(init, gpu_count(container))
     return max(regular, init)
 
 
+_CONTAINER_KINDS = {"initContainers": "init container", "ephemeralContainers": "ephemeral container"}
+
+
 def container_label(key: str, container: dict[str, Any]) -> str:
-    kind = {"initContainers": "init container", "ephemeralContainers": "ephemeral container"}
-    return f'{kind.get(key, "container")} "{container.get("name", "?")}"'
+    return f'{_CONTAINER_KINDS.get(key, "container")} "{container.get("name", "?")}"'

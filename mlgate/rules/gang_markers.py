@@ -79,7 +79,13 @@ class Unit:
         return None if value is None else str(value)
 
     def find(self, aliases: Aliases) -> tuple[Key, str] | None:
-        return next(((k, v) for k in aliases if (v := self.get(k)) is not None), None)
+        metadata = self.first.metadata  # looked up once: every job is asked about every marker
+        for key in aliases:
+            section = metadata.get(key[0])
+            value = section.get(key[1]) if isinstance(section, dict) else None
+            if value is not None:
+                return key, str(value)
+        return None
 
     def value(self, aliases: Aliases) -> str | None:
         hit = self.find(aliases)

@@ -38,19 +38,22 @@ FULL_GPU = "nvidia.com/gpu"
 def limits(workload: Workload, params: Params, context: Context) -> Iterator[Finding]:
     for template in workload.templates:
         for key, index, container in template.regular_containers():
-            name = container_label(key, container)
             requested = gpu_resources(container, "requests")
             limited = gpu_resources(container, "limits")
+            if not (requested or limited):
+                continue
+            name = container_label(key, container)
             for resource in sorted(set(requested) | set(limited)):
                 section = "limits" if resource in limited else "requests"
-                path = template.path(key, index, "resources", section, resource)
                 value = limited.get(resource, requested.get(resource))
                 number = quantity(value)
                 if number is None or number != number.to_integral_value() or number < 0:
-                    yield Finding(path, "gpu count not whole", f"{name} asks for {resource}={value}",
+                    yield Finding(template.path(key, index, "resources", section, resource), "gpu count not whole",
+                                  f"{name} asks for {resource}={value}",
                                   "use a whole number such as 1; for a fraction of a GPU use a MIG profile")
                 elif resource not in limited:
-                    yield Finding(path, "gpu limit missing", f"{name} sets {resource} only in requests",
+                    yield Finding(template.path(key, index, "resources", section, resource), "gpu limit missing",
+                                  f"{name} sets {resource} only in requests",
                                   f"set resources.limits.{resource}: {value}")
                 elif resource in requested and quantity(requested[resource]) != number:
                     yield Finding(

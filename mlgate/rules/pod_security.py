@@ -63,6 +63,7 @@ from mlgate.rules.pod_security_checks import (
     OLDEST,
     POD_ONLY_CHECKS,
     Allow,
+    CheckDef,
     CheckID,
     Pod,
     VolumeType,
@@ -176,6 +177,14 @@ class BaselineParams(Params):
         return exceptions
 
     @cached_property
+    def compiled(self) -> tuple[Allow, tuple[CheckDef, ...]]:
+        """The exceptions and the checks this binding runs, worked out once per loaded policy."""
+        checks = active_checks(self.LEVEL, self.minor, self.skip_checks)
+        if not getattr(self, "include_baseline", True):
+            checks = [c for c in checks if c.level == "restricted"]
+        return self.exceptions.allow(), tuple(checks)
+
+    @cached_property
     def minor(self) -> int:
         """The policy version as a minor number; "latest" and anything newer than PSA's newest check → LATEST."""
         match = _VERSION.match(self.version)
@@ -207,14 +216,11 @@ def _profile(workload: Workload, params: BaselineParams) -> Iterator[Finding] | 
 
 
 def _findings(workload: Workload, params: BaselineParams) -> Iterator[Finding]:
-    allow = params.exceptions.allow()
-    checks = active_checks(params.LEVEL, params.minor, params.skip_checks)
-    if not getattr(params, "include_baseline", True):
-        checks = [c for c in checks if c.level == "restricted"]
-    groups = _alike(workload.templates)
+    allow, checks = params.compiled
+    groups = [(Pod(lead, params.minor, "", allow), lead, twins) for lead, twins in _alike(workload.templates)]
     for definition in checks:
-        for lead, twins in groups:
-            for finding in definition.fn(Pod(lead, params.minor, definition.id, allow)):
+        for pod, lead, twins in groups:
+            for finding in definition.fn(pod.for_check(definition.id)):
                 yield finding
                 yield from (_moved(finding, lead, twin) for twin in twins)
 

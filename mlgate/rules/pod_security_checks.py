@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from mlgate.model import pointer
@@ -62,6 +63,8 @@ RESTRICTED_VOLUMES = (
 VALID_PROFILE_TYPES = ("RuntimeDefault", "Localhost")
 APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+HANDLERS = (*((p,) for p in PROBES), ("lifecycle", "postStart"), ("lifecycle", "preStop"))
+HANDLER_FIELDS = (*PROBES, "lifecycle")
 
 
 @dataclass(frozen=True)
@@ -85,16 +88,18 @@ class Allow:
         return any(path == p or path.startswith(p.rstrip("/") + "/") for p in self.host_path_prefixes)
 
 
-@dataclass(frozen=True)
-class Container:
-    template: PodTemplate
-    key: str
-    index: int
-    spec: dict[str, Any]
+NO_EXCEPTIONS = Allow()
 
-    @property
-    def sc(self) -> dict[str, Any]:
-        return as_dict(self.spec.get("securityContext"))
+
+class Container:
+    """One container as the checks see it; built once per pod template and shared by every check."""
+
+    __slots__ = ("index", "key", "name", "sc", "spec", "template")
+
+    def __init__(self, template: PodTemplate, key: str, index: int, spec: dict[str, Any]):
+        self.template, self.key, self.index, self.spec = template, key, index, spec
+        self.sc: dict[str, Any] = as_dict(spec.get("securityContext"))
+        self.name = str(spec.get("name"))
 
     @property
     def label(self) -> str:
@@ -104,22 +109,27 @@ class Container:
         return self.template.path(self.key, self.index, *tokens)
 
 
-@dataclass(frozen=True)
 class Pod:
-    """What one check sees: a pod template, the policy version, the exceptions, its own check ID."""
+    """What one check sees: a pod template, the policy version, the exceptions, its own check ID.
 
-    template: PodTemplate
-    version: int
-    check: str
-    allow: Allow = field(default_factory=Allow)
+    Checks only read, so the spec, the pod's securityContext and the containers are looked up
+    once per template (`for_check` shares them) instead of once per check.
+    """
 
-    @property
-    def spec(self) -> dict[str, Any]:
-        return self.template.spec
+    __slots__ = ("_containers", "allow", "check", "sc", "spec", "template", "version")
 
-    @property
-    def sc(self) -> dict[str, Any]:
-        return as_dict(self.spec.get("securityContext"))
+    def __init__(self, template: PodTemplate, version: int, check: str, allow: Allow | None = None):
+        self.template, self.version, self.check = template, version, check
+        self.allow = allow if allow is not None else NO_EXCEPTIONS
+        self.spec: dict[str, Any] = template.spec
+        self.sc: dict[str, Any] = as_dict(self.spec.get("securityContext"))
+        self._containers = tuple(Container(template, key, index, spec) for key, index, spec in template.containers())
+
+    def for_check(self, check: str) -> Pod:
+        pod = Pod.__new__(Pod)
+        pod.template, pod.version, pod.check, pod.allow = self.template, self.version, check, self.allow
+        pod.spec, pod.sc, pod._containers = self.spec, self.sc, self._containers
+        return pod
 
     @property
     def windows(self) -> bool:
@@ -133,26 +143,33 @@ class Pod:
     def path(self, *tokens: str | int) -> str:
         return self.template.path(*tokens)
 
-    def containers(self) -> Iterator[Container]:
+    def containers(self) -> Iterable[Container]:
         """Init, regular and ephemeral containers, minus those the exceptions name for this check."""
-        for key, index, spec in self.template.containers():
-            if not self.allow.exempts(str(spec.get("name")), self.check):
-                yield Container(self.template, key, index, spec)
+        if not self.allow.containers:
+            return self._containers
+        return [c for c in self._containers if not self.allow.exempts(c.name, self.check)]
 
-    def setters(self, *tokens: str, pod_level: bool = True) -> Iterator[tuple[str, str, Any]]:
-        """(pointer, who, value) for securityContext.<tokens> wherever the pod or a container sets it."""
+    def setters(
+        self, *tokens: str, pod_level: bool = True, bad: Callable[[Any], bool] | None = None
+    ) -> Iterator[tuple[str, str, Any]]:
+        """(pointer, who, value) for securityContext.<tokens> wherever the pod or a container sets it;
+        with `bad`, only where bad(value) holds (the pointer is then built for offenders only)."""
         value = _get(self.sc, *tokens)
-        if pod_level and value is not None:
+        if pod_level and value is not None and (bad is None or bad(value)):
             yield self.path("securityContext", *tokens), "pod", value
         for c in self.containers():
             value = _get(c.sc, *tokens)
-            if value is not None:
+            if value is not None and (bad is None or bad(value)):
                 yield c.path("securityContext", *tokens), c.label, value
+
+
+def _is_true(value: Any) -> bool:
+    return value is True
 
 
 def _get(node: Any, *tokens: str) -> Any:
     for token in tokens:
-        node = as_dict(node).get(token)
+        node = node.get(token) if isinstance(node, dict) else None
     return node
 
 
@@ -160,15 +177,24 @@ def _since(table: Mapping[int, frozenset[str]], version: int) -> frozenset[str]:
     return frozenset().union(*(names for since, names in table.items() if since <= version))
 
 
+@lru_cache(maxsize=64)
+def _safe_sysctls(version: int) -> frozenset[str]:
+    return _since(SAFE_SYSCTLS, version)
+
+
+@lru_cache(maxsize=64)
+def _selinux_types(version: int) -> frozenset[str]:
+    return _since(SELINUX_TYPES, version)
+
+
 # --- baseline ------------------------------------------------------------------------------------------------
 
 
 def windows_host_process(pod: Pod) -> Iterator[Finding]:
     """Pod and containers must not set securityContext.windowsOptions.hostProcess=true."""
-    for path, who, value in pod.setters("windowsOptions", "hostProcess"):
-        if value is True:
-            yield Finding(path, "hostProcess", f"{who} must not set securityContext.windowsOptions.hostProcess=true",
-                          "remove hostProcess; HostProcess containers have full access to the Windows node")
+    for path, who, _ in pod.setters("windowsOptions", "hostProcess", bad=_is_true):
+        yield Finding(path, "hostProcess", f"{who} must not set securityContext.windowsOptions.hostProcess=true",
+                      "remove hostProcess; HostProcess containers have full access to the Windows node")
 
 
 def host_namespaces(pod: Pod) -> Iterator[Finding]:
@@ -181,10 +207,9 @@ def host_namespaces(pod: Pod) -> Iterator[Finding]:
 
 def privileged(pod: Pod) -> Iterator[Finding]:
     """securityContext.privileged must be undefined or false."""
-    for path, who, value in pod.setters("privileged", pod_level=False):
-        if value is True:
-            yield Finding(path, "privileged", f"{who} must not set securityContext.privileged=true",
-                          "remove privileged; add only the capabilities the container needs")
+    for path, who, _ in pod.setters("privileged", pod_level=False, bad=_is_true):
+        yield Finding(path, "privileged", f"{who} must not set securityContext.privileged=true",
+                      "remove privileged; add only the capabilities the container needs")
 
 
 def capabilities_baseline(pod: Pod) -> Iterator[Finding]:
@@ -221,8 +246,9 @@ def host_ports(pod: Pod) -> Iterator[Finding]:
 def host_probes_and_host_lifecycle(pod: Pod) -> Iterator[Finding]:
     """Probes' and lifecycle hooks' httpGet.host and tcpSocket.host must be empty (v1.34+)."""
     for c in pod.containers():
-        handlers = [(p,) for p in PROBES] + [("lifecycle", hook) for hook in ("postStart", "preStop")]
-        for handler in handlers:
+        if not any(name in c.spec for name in HANDLER_FIELDS):
+            continue  # no probe and no hook: nothing to look into
+        for handler in HANDLERS:
             for kind in ("httpGet", "tcpSocket"):
                 host = _get(c.spec, *handler, kind, "host")
                 if host not in (None, ""):
@@ -245,7 +271,7 @@ def app_armor_profile(pod: Pod) -> Iterator[Finding]:
 
 def se_linux_options(pod: Pod) -> Iterator[Finding]:
     """seLinuxOptions.type ∈ the allowed types (container_engine_t from v1.31); .user and .role empty."""
-    types = _since(SELINUX_TYPES, pod.version)
+    types = _selinux_types(pod.version)
     for path, who, value in pod.setters("seLinuxOptions"):
         options = as_dict(value)
         if str(options.get("type") or "") not in types:
@@ -263,10 +289,9 @@ def proc_mount(pod: Pod) -> Iterator[Finding]:
     """procMount undefined or "Default"; baseline allows any value with hostUsers: false from v1.35."""
     if pod.check == "procMount" and pod.user_namespace:
         return
-    for path, who, value in pod.setters("procMount", pod_level=False):
-        if value != "Default":
-            yield Finding(path, "procMount", f'{who} must not set securityContext.procMount to "{value}"',
-                          'remove procMount or set it to "Default"')
+    for path, who, value in pod.setters("procMount", pod_level=False, bad=lambda v: v != "Default"):
+        yield Finding(path, "procMount", f'{who} must not set securityContext.procMount to "{value}"',
+                      'remove procMount or set it to "Default"')
 
 
 def seccomp_profile_baseline(pod: Pod) -> Iterator[Finding]:
@@ -276,7 +301,7 @@ def seccomp_profile_baseline(pod: Pod) -> Iterator[Finding]:
 
 def sysctls(pod: Pod) -> Iterator[Finding]:
     """spec.securityContext.sysctls[*].name ∈ the safe set of the policy version, plus exceptions.sysctls."""
-    allowed = _since(SAFE_SYSCTLS, pod.version) | pod.allow.sysctls
+    allowed = _safe_sysctls(pod.version) | pod.allow.sysctls
     for i, entry in enumerate(as_list(pod.sc.get("sysctls"))):
         name = as_dict(entry).get("name")
         if str(name) not in allowed:
@@ -316,7 +341,7 @@ def run_as_non_root(pod: Pod) -> Iterator[Finding]:
     """runAsNonRoot true on the pod or on every container; false nowhere (skipped for hostUsers: false, v1.35+)."""
     if pod.user_namespace:
         return
-    explicit = [(p, who) for p, who, value in pod.setters("runAsNonRoot") if value is not True]
+    explicit = [(p, who) for p, who, _ in pod.setters("runAsNonRoot", bad=lambda v: v is not True)]
     for path, who in explicit:
         yield Finding(path, "runAsNonRoot != true", f"{who} must not set securityContext.runAsNonRoot=false",
                       "set runAsNonRoot: true and run the image as a non-zero UID")
@@ -333,9 +358,8 @@ def run_as_user(pod: Pod) -> Iterator[Finding]:
     """runAsUser must not be 0 at pod or container level (v1.23+; skipped for hostUsers: false, v1.35+)."""
     if pod.user_namespace:
         return
-    for path, who, value in pod.setters("runAsUser"):
-        if value == 0 and not isinstance(value, bool):
-            yield Finding(path, "runAsUser=0", f"{who} must not set runAsUser=0", "use a non-zero UID, e.g. 1000")
+    for path, who, _ in pod.setters("runAsUser", bad=lambda v: v == 0 and not isinstance(v, bool)):
+        yield Finding(path, "runAsUser=0", f"{who} must not set runAsUser=0", "use a non-zero UID, e.g. 1000")
 
 
 def seccomp_profile_restricted(pod: Pod) -> Iterator[Finding]:
@@ -376,10 +400,9 @@ def _explicit_seccomp(pod: Pod) -> Iterator[Finding]:
 
 def _profile_types(pod: Pod, field: str, reason: str, setting: str) -> Iterator[Finding]:
     """Where `securityContext.<field>` is set, its type is RuntimeDefault or Localhost."""
-    for path, who, profile in pod.setters(field):
+    for path, who, profile in pod.setters(field, bad=lambda p: as_dict(p).get("type") not in VALID_PROFILE_TYPES):
         kind = as_dict(profile).get("type")
-        if kind not in VALID_PROFILE_TYPES:
-            yield Finding(pointer.join(path, "type"), reason, f'{who} must not set {setting} to "{kind or ""}"',
+        yield Finding(pointer.join(path, "type"), reason, f'{who} must not set {setting} to "{kind or ""}"',
                           'use type "RuntimeDefault" or "Localhost"')
 
 
