@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, ClassVar, NoReturn
 
 import click
 
@@ -64,7 +64,32 @@ facts_option = click.option("--facts", type=click.Path(), help="YAML/JSON file o
                             "Namespaces, PersistentVolumeClaims, StorageClasses, Nodes.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class TransportGroup(click.Group):
+    """The CLI's own commands, plus the transports' (`serve`, `certs`, `admission-review` from the webhook,
+    `operator` from the reconciler), imported only when one of them is asked for: `mlgate --version` and
+    `mlgate validate` never pay for them."""
+
+    TRANSPORTS: ClassVar[dict[str, tuple[str, str]]] = {
+        "serve": ("mlgate_webhook.commands", "serve"),
+        "certs": ("mlgate_webhook.commands", "certs"),
+        "admission-review": ("mlgate_webhook.commands", "admission_review"),
+        "operator": ("mlgate_reconciler.command", "operator"),
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.TRANSPORTS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.TRANSPORTS:
+            import importlib
+
+            module, name = self.TRANSPORTS[cmd_name]
+            command: click.Command = getattr(importlib.import_module(module), name)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=TransportGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="mlgate")
 def cli() -> None:
     """Admission policies for ML workloads on Kubernetes, offline."""
@@ -183,19 +208,6 @@ def _exit_code(statuses: set[str]) -> int:
     if "error" in statuses:
         return EXIT_ERROR
     return EXIT_DENIED if "denied" in statuses else EXIT_OK
-
-
-def _register_transports() -> None:
-    """The webhook's commands (`serve`, `certs`, `admission-review`) and the reconciler's (`operator`) plug into
-    the same CLI."""
-    from mlgate_reconciler.command import operator  # type: ignore[import-not-found]
-    from mlgate_webhook.commands import admission_review, certs, serve  # type: ignore[import-not-found]
-
-    for command in (serve, certs, admission_review, operator):
-        cli.add_command(command)
-
-
-_register_transports()
 
 
 def main() -> None:
