@@ -7,8 +7,9 @@ loaded: they cost ~25 MB of memory.
 
 A `Reflector` runs on one daemon thread: LIST in pages of `PAGE` items (their items replace what the consumer
 held), then WATCH from the list's resourceVersion with bookmarks; a 410 Gone lists again at once, any other error
-after a backoff. `transform` (optional) shrinks each object before it is handed over, so a consumer that needs
-only names never holds whole pods.
+after a backoff (a resource the API server does not serve counts as listed and empty, so readiness does not
+wait for optional CRDs). `transform` (optional) shrinks each object before it is handed over, so a consumer that
+needs only names never holds whole pods.
 """
 
 from __future__ import annotations
@@ -80,6 +81,11 @@ class Reflector:
             except ApiError as exc:
                 if exc.status == 410:  # the watch fell too far behind: list again now
                     continue
+                if exc.status == 404 and not self.synced.is_set():
+                    # Not served (e.g. no Volcano CRDs): nothing of it exists, so the consumer is in sync
+                    # with an empty list; keep looking in case the CRD is installed later.
+                    self.on_replace(self.kind, [])
+                    self.synced.set()
                 failures = self._back_off(exc, failures)
             except Exception as exc:
                 failures = self._back_off(exc, failures)

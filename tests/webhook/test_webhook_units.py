@@ -238,10 +238,12 @@ def test_a_reflector_backs_off_when_the_resource_is_not_served(caplog):
         stop.set()
         raise ApiError(404, "not found")
 
-    reflector = Reflector("MLPolicy", "/apis/mlgate.dev/v1alpha1/mlpolicies", get, lambda *a: None,
-                          lambda *a: None, stop)
+    replaced: list[tuple[str, list]] = []
+    reflector = Reflector("MLPolicy", "/apis/mlgate.dev/v1alpha1/mlpolicies", get,
+                          lambda kind, items: replaced.append((kind, list(items))), lambda *a: None, stop)
     reflector.start().join(timeout=10)
     assert "is the CRD installed?" in caplog.text
+    assert reflector.synced.is_set() and replaced == [("MLPolicy", [])]  # readiness never waits on a missing CRD
 
 
 # --- TLS reloader ---------------------------------------------------------------------------------
