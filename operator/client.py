@@ -149,14 +149,11 @@ def _message(data: bytes) -> str:
 
 def kube_transport(kubeconfig: str | None = None, in_cluster: bool = False) -> Transport:
     """A Transport with the Kubernetes client's credentials (kubeconfig file or in-cluster)."""
-    from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
 
-    if in_cluster:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-    else:
-        config.load_kube_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-    api = client.ApiClient()
+    from mlgate.kube.watch import api_client
+
+    api = api_client(kubeconfig, in_cluster)
 
     def send(method: str, path: str, query: dict[str, str], body: Any, content_type: str) -> tuple[int, bytes]:
         headers = {"Accept": "application/json"}

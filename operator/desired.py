@@ -44,6 +44,7 @@ __all__ = [
     "REPLICA_TYPE_LABEL",
     "desired_children",
     "desired_inference_children",
+    "has_canary",
     "hyperparameter_conflicts",
     "owner_reference",
 ]
@@ -287,7 +288,7 @@ def desired_inference_children(isvc: dict[str, Any]) -> list[dict[str, Any]]:
     name = _name(isvc)
     primary, canary = canary_split(spec)
     children = [_deployment(isvc, "predictor", primary, spec.get("image"), spec.get("modelUri"))]
-    if _has_canary(spec):
+    if has_canary(spec):
         overrides = spec.get("canary") or {}
         children.append(_deployment(isvc, "canary", canary, overrides.get("image") or spec.get("image"),
                                     overrides.get("modelUri") or spec.get("modelUri")))
@@ -304,7 +305,7 @@ def desired_inference_children(isvc: dict[str, Any]) -> list[dict[str, Any]]:
 def canary_split(spec: dict[str, Any]) -> tuple[int, int]:
     """(predictor replicas, canary replicas); see the traffic-split comment above."""
     total = render.serving_replicas(spec)
-    if not _has_canary(spec) or total == 0:
+    if not has_canary(spec) or total == 0:
         return total, 0
     pct = int(spec["canaryTrafficPercent"])
     canary = max(1, (total * pct + 50) // 100)
@@ -314,7 +315,7 @@ def canary_split(spec: dict[str, Any]) -> tuple[int, int]:
     return primary, canary
 
 
-def _has_canary(spec: dict[str, Any]) -> bool:
+def has_canary(spec: dict[str, Any]) -> bool:
     pct = spec.get("canaryTrafficPercent")
     return isinstance(pct, int) and pct > 0 and bool(spec.get("canary"))
 

@@ -43,7 +43,7 @@ from .children import (
     repair_drift,
 )
 from .client import ApiError, KubeClient
-from .desired import COMPONENT_LABEL, ISVC_LABEL, desired_inference_children
+from .desired import COMPONENT_LABEL, ISVC_LABEL, desired_inference_children, has_canary
 from .events import record_event
 from .preflight import namespace_facts, violation
 from .status import now_rfc3339, set_condition
@@ -116,8 +116,7 @@ def inference_status(old: dict[str, Any] | None, isvc: dict[str, Any], owned: di
     meta = isvc["metadata"]
     deployments = {str((c["metadata"].get("labels") or {}).get(COMPONENT_LABEL)): c
                    for k, c in owned.items() if k[1] == "Deployment"}
-    canary = any(c["kind"] == "Deployment" and c["metadata"]["name"].endswith("-canary")
-                 for c in ([] if refused else desired_inference_children(isvc)))
+    canary = has_canary(isvc.get("spec") or {})
     conditions = list(status.get("conditions") or [])
     if refused:
         conditions = set_condition(conditions, "Admitted", "False", "PolicyViolation", refused, now=now)

@@ -111,7 +111,7 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
         quota_denied = _create(client, desired, owned, outcome)
         repair_drift(client, desired, owned, outcome)
     status, pods = _write_status(client, job, violation, policies=policies, facts=facts, now=now, outcome=outcome,
-                                 quota_denied=quota_denied, owned=owned, kinds=kinds)
+                                 quota_denied=quota_denied, owned=owned, desired=desired, kinds=kinds)
     _clean_up(client, job, status, pods, outcome)
     if ttl_expired(job, status, now()):
         client.delete(JOB_API, JOB_KIND, namespace, name)  # the finalizer pass then removes the children
@@ -210,10 +210,10 @@ def _create(client: KubeClient, desired: list[dict[str, Any]], owned: dict[Child
 
 def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None, *, policies: PolicySet,
                   facts: ClusterFacts | None, now: Callable[[], str], outcome: Outcome, quota_denied: dict[str, str],
-                  owned: dict[ChildKey, dict[str, Any]], kinds: tuple[tuple[str, str], ...],
-                  ) -> tuple[dict[str, Any], list[Any]]:
-    """(the status now stored, the job's pods); `owned` is what this pass saw and wrote, read again (with the
-    job) only after a 409."""
+                  owned: dict[ChildKey, dict[str, Any]], desired: list[dict[str, Any]],
+                  kinds: tuple[tuple[str, str], ...]) -> tuple[dict[str, Any], list[Any]]:
+    """(the status now stored, the job's pods); `owned` and `desired` are what this pass saw, wrote and wanted,
+    worked out again (with the job read again) only after a 409."""
     spec = job.get("spec") or {}
     expected = dict(render.training_roles(spec))
     meta = job["metadata"]
@@ -221,9 +221,10 @@ def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None
     for attempt in range(STATUS_RETRIES):
         if attempt:
             owned = owned_children(client, job, TRAINING, kinds)
+            desired = [] if violation else desired_children(job)
         pods = [c for (_, kind, _), c in owned.items() if kind == "Pod"]
         podgroups = [c for (_, kind, _), c in owned.items() if kind == "PodGroup"]
-        desired_keys = set() if violation else {key(c) for c in desired_children(job)}
+        desired_keys = {key(c) for c in desired}
         limit = (spec.get("runPolicy") or {}).get("backoffLimit")
         seen = Observation(pods=pods, expected=expected, created=bool(desired_keys) and desired_keys <= set(owned),
                            violation=violation, deadline_seconds=deadline if isinstance(deadline, int) else None,

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["ApiError", "Get", "OnEvent", "OnReplace", "Reflector", "Response", "api_get"]
+__all__ = ["ApiError", "Get", "OnEvent", "OnReplace", "Reflector", "Response", "api_client", "api_get"]
 
 log = logging.getLogger("mlgate.kube")
 WATCH_SECONDS = 300
@@ -155,15 +155,20 @@ def _why(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def api_get(kubeconfig: str | None, in_cluster: bool) -> Get:
-    """GET through the Kubernetes client's credentials; the response body is left unread."""
+def api_client(kubeconfig: str | None, in_cluster: bool) -> Any:
+    """A `kubernetes.client.ApiClient` with kubeconfig or in-cluster credentials (TLS, token refresh)."""
     from kubernetes import client, config
 
     if in_cluster:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     else:
         config.load_kube_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-    api = client.ApiClient()
+    return client.ApiClient()
+
+
+def api_get(kubeconfig: str | None, in_cluster: bool) -> Get:
+    """GET through the Kubernetes client's credentials; the response body is left unread."""
+    api = api_client(kubeconfig, in_cluster)
 
     def get(path: str, query: dict[str, str], timeout: float) -> Response:
         method, url, headers, body, post = api.param_serialize(
