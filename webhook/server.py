@@ -22,7 +22,7 @@ from .app import create_app
 from .facts_cache import WatchedFacts
 from .metrics import Metrics
 from .policy_store import ClusterPolicySource, DirectorySource, PolicySource, PolicyStore
-from .protocol import protocol_with_timeout
+from .protocol import EVENT_LOOP, protocol_with_timeout
 from .service import Service, Settings
 from .tls import CertReloader
 from .watch import Poller
@@ -80,7 +80,7 @@ class Webhook:
         return uvicorn.Config(
             create_app(self.service), host=self.options.host, port=self.options.port,
             ssl_context_factory=lambda _config, _default: self.tls.listener,
-            http=protocol_with_timeout(self.options.settings.header_timeout),
+            http=protocol_with_timeout(self.options.settings.header_timeout), loop=EVENT_LOOP,
             lifespan="off", access_log=False, log_config=None, log_level=self.options.log_level.lower(),
             server_header=False, proxy_headers=False,  # the API server connects directly; no proxy to trust
             timeout_keep_alive=KEEP_ALIVE_SECONDS, timeout_graceful_shutdown=10,
