@@ -11,11 +11,12 @@ JSON. No FastAPI validation layer stands in between. Every request that gets no 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+import orjson
 
 from .jsonlog import log_decision, log_rejected
 from .review import Admission, Endpoint, ReviewError, admit, parse_review
@@ -134,7 +135,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 async def _send_json(send: Send, status: int, payload: dict[str, Any], close: bool = False) -> None:
-    body = json.dumps(payload, separators=(",", ":")).encode()
+    body = orjson.dumps(payload)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if close:
         headers.append((b"connection", b"close"))

@@ -9,10 +9,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import sys
 from typing import Any
+
+import orjson
 
 from .review import Admission
 
@@ -32,7 +33,7 @@ class JsonFormatter(logging.Formatter):
             entry.update(fields)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str, separators=(",", ":"))
+        return orjson.dumps(entry, default=str).decode()
 
 
 def configure(level: str = "info") -> None:

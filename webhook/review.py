@@ -15,11 +15,12 @@ writes its decision in the wire format:
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
+
+import orjson
 
 from mlgate.engine import PolicySet, evaluate
 from mlgate.model.facts import ClusterFacts
@@ -118,10 +119,10 @@ def check_content_type(content_type: str | None) -> None:
 def parse_review(body: bytes, content_type: str | None) -> AdmissionRequest:
     check_content_type(content_type)
     try:
-        review = json.loads(body)
-    except RecursionError:
-        raise bad_request("request body is nested too deeply to be an AdmissionReview") from None
-    except ValueError as exc:
+        review = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        if exc.msg == "depth limit exceeded":
+            raise bad_request("request body is nested too deeply to be an AdmissionReview") from None
         raise bad_request(f"request body is not JSON: {exc}") from None
     if not isinstance(review, dict):
         raise bad_request(f"request body must be a JSON object (an AdmissionReview), not {_json_type(review)}")
@@ -195,7 +196,7 @@ def _answer(request: AdmissionRequest, decision: Decision) -> Admission:
         verdict = "denied"
     elif decision.patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(json.dumps(decision.patch, separators=(",", ":")).encode()).decode()
+        response["patch"] = base64.b64encode(orjson.dumps(decision.patch)).decode()
         verdict = "patched"
     warnings = short_warnings(engine_warnings)
     if warnings:
