@@ -45,6 +45,7 @@ checks: setup
 	$(BIN)/lint-imports
 
 bench: setup
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/validate_bench.py
 
 bench-webhook: setup
