@@ -261,13 +261,16 @@ async def measure(
 ) -> dict[str, Any]:
     connections = await connect(port, context, args.connections)
     await saturate(connections, request, 1.0)  # warm-up
+    cpu = cpu_seconds(pid)
     steady = await fixed_rate(connections, request, args.rate, args.seconds)
+    steady_cpu = cpu_seconds(pid) - cpu
     cpu = cpu_seconds(pid)
     peak = await saturate(connections, request, args.seconds)
     cpu = cpu_seconds(pid) - cpu
     for c in connections:
         c.writer.close()
-    return {"steady": steady, "peak": peak, "cpu_us": cpu / max(1, len(peak.latencies)) * 1e6}
+    return {"steady": steady, "peak": peak, "cpu_us": cpu / max(1, len(peak.latencies)) * 1e6,
+            "steady_cpu_us": steady_cpu / max(1, len(steady.latencies)) * 1e6}
 
 
 async def first_admission(port: int, context: ssl.SSLContext, request: bytes, started: float) -> float:
@@ -335,12 +338,13 @@ def run(args: argparse.Namespace) -> None:
 def report(rows: dict[str, dict[str, Any]], args: argparse.Namespace, *, startup: float, idle: float,
            after: float, noop_idle: float) -> None:
     print(f"\n{'endpoint':<18}{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}{'max ms':>9}{'errors':>8}"
-          f"   at {args.rate:g} req/s  |  saturation req/s, server CPU per request")
+          f"   at {args.rate:g} req/s, server CPU per request  |  saturation req/s, CPU per request")
     for name, row in rows.items():
         steady, peak = row["steady"], row["peak"]
         print(f"{name:<18}{steady.quantile(0.5):>9.2f}{steady.quantile(0.99):>9.2f}{steady.quantile(0.999):>10.2f}"
               f"{max(steady.latencies, default=0) * 1000:>9.2f}{steady.errors + peak.errors:>8}"
-              f"   (achieved {steady.throughput:,.0f}/s)   |  {peak.throughput:>8,.0f}"
+              f"   (achieved {steady.throughput:,.0f}/s, CPU {row['steady_cpu_us']:.0f} us)"
+              f"   |  {peak.throughput:>8,.0f}"
               f"  (p50 {statistics.median(peak.latencies) * 1000:.2f} ms, CPU {row['cpu_us']:.0f} us)")
     noop = rows["do-nothing"]
     noop_p99 = noop["steady"].quantile(0.99)
