@@ -30,7 +30,7 @@ class FailurePolicy(StrEnum):
     IGNORE = "Ignore"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots make the frozen __init__, run for every rule result, cheaper
 class Finding:
     """One violation: a stable short reason, the field path, what is wrong, what to do instead."""
 
@@ -58,7 +58,7 @@ class Unevaluable:
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots make the frozen __init__, run for every rule result, cheaper
 class RuleResult:
     policy: str
     rule: str

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from mlgate.model import pointer
 
@@ -18,6 +18,7 @@ CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 PathFn = Callable[[tuple[str | int, ...]], str]
 TargetFn = Callable[[], dict[str, Any]]
 ContainerTargetFn = Callable[[str], dict[str, Any]]
+T = TypeVar("T")
 
 
 @dataclass
@@ -40,6 +41,8 @@ class PodTemplate:
     _seen_writes: int = 0
     _container_cache: tuple[int, tuple[tuple[str, int, dict[str, Any]], ...]] | None = None
     _regular_cache: tuple[tuple[str, int, dict[str, Any]], ...] = ()
+    # `derived` views: compute function -> (write count it was worked out at, value)
+    _derived: dict[Callable[[PodTemplate], Any], tuple[int, Any]] = field(default_factory=dict, compare=False)
 
     def _fresh(self) -> None:
         if self.rerender is not None and self.writes is not None and self.writes() != self._seen_writes:
@@ -85,6 +88,16 @@ class PodTemplate:
         """Init and regular containers, kept like `containers()`."""
         self.containers()
         return self._regular_cache
+
+    def derived(self, compute: Callable[[PodTemplate], T]) -> T:
+        """`compute(self)`, kept like `containers()` until the next write: a view of the pod that several
+        rules read (e.g. every container's GPUs) is worked out once per template, not once per rule.
+        `compute` is the key, so it must be a module-level function of the template alone."""
+        writes = self.writes() if self.writes is not None else 0
+        kept = self._derived.get(compute)
+        if kept is None or kept[0] != writes:
+            kept = self._derived[compute] = (writes, compute(self))
+        return kept[1]  # type: ignore[no-any-return]
 
 
 @dataclass

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from mlgate.model.workload import PodTemplate
 
@@ -62,7 +63,10 @@ def gpu_resources(container: dict[str, Any], section: str) -> dict[str, Any]:
 
 def gpu_count(container: dict[str, Any]) -> int:
     """Whole GPUs (or MIG slices) a container asks for: its limits, else its requests."""
-    entries = gpu_resources(container, "limits") or gpu_resources(container, "requests")
+    return _whole_gpus(gpu_resources(container, "limits") or gpu_resources(container, "requests"))
+
+
+def _whole_gpus(entries: Mapping[str, Any]) -> int:
     total = 0
     for value in entries.values():
         number = quantity(value)
@@ -71,14 +75,52 @@ def gpu_count(container: dict[str, Any]) -> int:
     return total
 
 
+class ContainerGpus(NamedTuple):
+    """One container's GPU-like resources (`gpu_resources` of limits and of requests) and its `gpu_count`."""
+
+    key: str  # initContainers, containers or ephemeralContainers
+    position: int  # index in that list (`index` and `count` are tuple methods)
+    container: dict[str, Any]
+    limits: Mapping[str, Any]  # shared by every rule that reads the template: never edit
+    requests: Mapping[str, Any]
+    total: int
+
+
+def template_gpus(template: PodTemplate) -> tuple[ContainerGpus, ...]:
+    """Every container's GPUs, in `containers()` order; worked out once per template (until its next write)
+    for the many GPU, MIG and defaults rules that read them."""
+    return template.derived(_template_gpus)
+
+
+def regular_gpus(template: PodTemplate) -> tuple[ContainerGpus, ...]:
+    """`template_gpus` of init and regular containers only, as `regular_containers()`."""
+    return template.derived(_regular_gpus)
+
+
+def _template_gpus(template: PodTemplate) -> tuple[ContainerGpus, ...]:
+    found = []
+    for key, index, container in template.containers():
+        limits, requests = gpu_resources(container, "limits"), gpu_resources(container, "requests")
+        found.append(ContainerGpus(key, index, container, limits, requests, _whole_gpus(limits or requests)))
+    return tuple(found)
+
+
+def _regular_gpus(template: PodTemplate) -> tuple[ContainerGpus, ...]:
+    return tuple(g for g in template_gpus(template) if g.key != "ephemeralContainers")
+
+
 def pod_gpu_count(template: PodTemplate) -> int:
     """GPUs a pod holds: regular containers run together; init containers one at a time."""
+    return template.derived(_pod_gpu_count)
+
+
+def _pod_gpu_count(template: PodTemplate) -> int:
     regular = init = 0
-    for key, _, container in template.containers():
-        if key == "containers":
-            regular += gpu_count(container)
-        elif key == "initContainers":
-            init = max(init, gpu_count(container))
+    for gpus in template_gpus(template):
+        if gpus.key == "containers":
+            regular += gpus.total
+        elif gpus.key == "initContainers":
+            init = max(init, gpus.total)
     return max(regular, init)
 
 

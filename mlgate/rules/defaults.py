@@ -28,7 +28,7 @@ from pydantic import Field
 
 from mlgate.model import pointer
 from mlgate.model.workload import PodTemplate, Workload, ensure
-from mlgate.rules.common import gpu_resources, pod_gpu_count
+from mlgate.rules.common import pod_gpu_count, regular_gpus
 from mlgate.rules.registry import Context, NoParams, Params, mutation
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -41,9 +41,7 @@ SHM_PATH = "/dev/shm"
 def gpu_requests(workload: Workload, params: NoParams, context: Context) -> bool:
     changed = False
     for template in workload.templates:
-        for _, _, container in template.regular_containers():
-            limits = gpu_resources(container, "limits")
-            requests = gpu_resources(container, "requests")
+        for _, _, container, limits, requests, _ in regular_gpus(template):
             missing = {k: v for k, v in limits.items() if k not in requests}
             if missing:
                 target = template.container_target(str(container.get("name")))
@@ -176,8 +174,8 @@ def shared_memory(workload: Workload, params: ShmParams, context: Context) -> bo
                 empty_dir["sizeLimit"] = params.size_limit
             ensure(template.pod_target(), "volumes", list).append({"name": SHM_VOLUME, "emptyDir": empty_dir})
             changed = True
-        for key, _, container in template.regular_containers():
-            if key == "containers" and gpu_resources(container, "limits"):
+        for key, _, container, limits, _, _ in regular_gpus(template):
+            if key == "containers" and limits:
                 target = template.container_target(str(container.get("name")))
                 ensure(target, "volumeMounts", list).append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
                 changed = True

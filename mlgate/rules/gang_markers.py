@@ -80,6 +80,8 @@ class Unit:
 
     def find(self, aliases: Aliases) -> tuple[Key, str] | None:
         metadata = self.first.metadata  # looked up once: every job is asked about every marker
+        if not (_filled(metadata.get(LABELS)) or _filled(metadata.get(ANNOTATIONS))):
+            return None  # most pod templates carry no labels or annotations at all
         for key in aliases:
             section = metadata.get(key[0])
             value = section.get(key[1]) if isinstance(section, dict) else None
@@ -93,6 +95,10 @@ class Unit:
 
     def at(self, key: Key) -> str:
         return pointer.join(self.first.meta_pointer, *key)
+
+
+def _filled(section: object) -> bool:
+    return isinstance(section, dict) and bool(section)
 
 
 def units(workload: Workload) -> list[Unit]:

@@ -24,10 +24,10 @@ from mlgate.model.workload import PodTemplate, Workload
 from mlgate.rules.common import (
     MIG_PREFIX,
     container_label,
-    gpu_count,
-    gpu_resources,
     pod_gpu_count,
     quantity,
+    regular_gpus,
+    template_gpus,
 )
 from mlgate.rules.registry import Context, Params, check
 
@@ -37,9 +37,7 @@ FULL_GPU = "nvidia.com/gpu"
 @check("gpu.limits", "GPUs are whole numbers in limits; requests, if set, equal limits")
 def limits(workload: Workload, params: Params, context: Context) -> Iterator[Finding]:
     for template in workload.templates:
-        for key, index, container in template.regular_containers():
-            requested = gpu_resources(container, "requests")
-            limited = gpu_resources(container, "limits")
+        for key, index, container, limited, requested, _ in regular_gpus(template):
             if not (requested or limited):
                 continue
             name = container_label(key, container)
@@ -75,11 +73,10 @@ def maximum(workload: Workload, params: MaxParams, context: Context) -> Iterator
     job_total = 0
     for template in workload.templates:
         if params.per_container is not None:
-            for key, index, container in template.regular_containers():
-                count = gpu_count(container)
+            for key, index, container, limited, requested, count in regular_gpus(template):
                 if count > params.per_container:
-                    section = "limits" if gpu_resources(container, "limits") else "requests"
-                    resource = next(iter(gpu_resources(container, section)))
+                    section = "limits" if limited else "requests"
+                    resource = next(iter(limited or requested))
                     yield Finding(template.path(key, index, "resources", section, resource),
                                   "too many gpus per container",
                                   f"{container_label(key, container)} asks for {count} GPUs, the limit is "
@@ -111,15 +108,15 @@ def allowed(workload: Workload, params: AllowedParams, context: Context) -> Iter
 
 @check("gpu.no-mixed-mig", "one container never mixes full GPUs and MIG devices")
 def no_mixed(workload: Workload, params: Params, context: Context) -> Iterator[Finding] | Skipped:
-    if not any(gpu_count(c) for t in workload.templates for _, _, c in t.containers()):
+    if not any(gpus.total for t in workload.templates for gpus in template_gpus(t)):
         return Skipped("no container asks for GPUs")
     return _mixed(workload)
 
 
 def _mixed(workload: Workload) -> Iterator[Finding]:
     for template in workload.templates:
-        for key, index, container in template.regular_containers():
-            names = set(gpu_resources(container, "limits")) | set(gpu_resources(container, "requests"))
+        for key, index, container, limited, requested, _ in regular_gpus(template):
+            names = set(limited) | set(requested)
             migs = sorted(n for n in names if n.startswith(MIG_PREFIX))
             if FULL_GPU in names and migs:
                 yield Finding(template.path(key, index, "resources"), "gpu and mig mixed",
@@ -129,7 +126,7 @@ def _mixed(workload: Workload) -> Iterator[Finding]:
 
 def _gpu_entries(workload: Workload) -> Iterator[tuple[PodTemplate, str, int, dict[str, Any], str, str]]:
     for template in workload.templates:
-        for key, index, container in template.regular_containers():
-            for section in ("limits", "requests"):
-                for resource in gpu_resources(container, section):
+        for key, index, container, limited, requested, _ in regular_gpus(template):
+            for section, entries in (("limits", limited), ("requests", requested)):
+                for resource in entries:
                     yield template, key, index, container, resource, section

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from mlgate.model.results import Finding, Skipped
 from mlgate.model.workload import PodTemplate, Workload, as_dict, as_list
-from mlgate.rules.common import container_label, gpu_resources, quantity
+from mlgate.rules.common import container_label, quantity, regular_gpus
 from mlgate.rules.mig_layout import closest, describe
 from mlgate.rules.mig_tables import (
     MEDIA_SUFFIX,
@@ -176,8 +176,7 @@ def _inventory(
 def asks_of(template: PodTemplate, with_full_gpu: bool) -> list[Ask]:
     """MIG requests (and `nvidia.com/gpu` too, for single-strategy pods) of init and regular containers."""
     asks: list[Ask] = []
-    for key, index, container in template.regular_containers():
-        limits, requests = gpu_resources(container, "limits"), gpu_resources(container, "requests")
+    for key, index, container, limits, requests, _ in regular_gpus(template):
         for resource in sorted(set(limits) | set(requests)):
             if not (resource.startswith(MIG_RESOURCE_PREFIX) or (with_full_gpu and resource == FULL_GPU)):
                 continue

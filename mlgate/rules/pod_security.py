@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterator
 from dataclasses import replace
 from functools import cached_property
 from typing import Annotated, Any, ClassVar
@@ -199,30 +198,33 @@ class RestrictedParams(BaselineParams):
 
 
 @check("pod-security.baseline", "Pod Security Standards baseline profile, as pod-security-admission", BaselineParams)
-def baseline(workload: Workload, params: BaselineParams, context: Context) -> Iterator[Finding] | Skipped:
+def baseline(workload: Workload, params: BaselineParams, context: Context) -> list[Finding] | Skipped:
     return _profile(workload, params)
 
 
 @check("pod-security.restricted", "Pod Security Standards restricted profile, as pod-security-admission",
        RestrictedParams)
-def restricted(workload: Workload, params: RestrictedParams, context: Context) -> Iterator[Finding] | Skipped:
+def restricted(workload: Workload, params: RestrictedParams, context: Context) -> list[Finding] | Skipped:
     return _profile(workload, params)
 
 
-def _profile(workload: Workload, params: BaselineParams) -> Iterator[Finding] | Skipped:
+def _profile(workload: Workload, params: BaselineParams) -> list[Finding] | Skipped:
     if not workload.templates:
         return Skipped("no pod templates")
     return _findings(workload, params)
 
 
-def _findings(workload: Workload, params: BaselineParams) -> Iterator[Finding]:
+def _findings(workload: Workload, params: BaselineParams) -> list[Finding]:
     allow, checks = params.compiled
     groups = [(Pod(lead, params.minor, "", allow), lead, twins) for lead, twins in _alike(workload.templates)]
+    findings: list[Finding] = []
     for definition in checks:
         for pod, lead, twins in groups:
-            for finding in definition.fn(pod.for_check(definition.id)):
-                yield finding
-                yield from (_moved(finding, lead, twin) for twin in twins)
+            pod.check = definition.id  # one view per template for every check: each runs to its end here
+            for finding in definition.fn(pod):
+                findings.append(finding)
+                findings.extend(_moved(finding, lead, twin) for twin in twins)
+    return findings
 
 
 def _alike(templates: list[PodTemplate]) -> list[tuple[PodTemplate, list[PodTemplate]]]:

@@ -113,10 +113,11 @@ class Pod:
     """What one check sees: a pod template, the policy version, the exceptions, its own check ID.
 
     Checks only read, so the spec, the pod's securityContext and the containers are looked up
-    once per template (`for_check` shares them) instead of once per check.
+    once per template (`for_check` shares them, or the caller sets `check` between checks)
+    instead of once per check.
     """
 
-    __slots__ = ("_containers", "allow", "check", "sc", "spec", "template", "version")
+    __slots__ = ("_containers", "_sc_fields", "allow", "check", "sc", "spec", "template", "version")
 
     def __init__(self, template: PodTemplate, version: int, check: str, allow: Allow | None = None):
         self.template, self.version, self.check = template, version, check
@@ -124,11 +125,13 @@ class Pod:
         self.spec: dict[str, Any] = template.spec
         self.sc: dict[str, Any] = as_dict(self.spec.get("securityContext"))
         self._containers = tuple(Container(template, key, index, spec) for key, index, spec in template.containers())
+        # securityContext fields the pod or any container sets: most checks look for one that none sets
+        self._sc_fields = frozenset(self.sc).union(*(c.sc for c in self._containers))
 
     def for_check(self, check: str) -> Pod:
         pod = Pod.__new__(Pod)
         pod.template, pod.version, pod.check, pod.allow = self.template, self.version, check, self.allow
-        pod.spec, pod.sc, pod._containers = self.spec, self.sc, self._containers
+        pod.spec, pod.sc, pod._containers, pod._sc_fields = self.spec, self.sc, self._containers, self._sc_fields
         return pod
 
     @property
@@ -151,16 +154,20 @@ class Pod:
 
     def setters(
         self, *tokens: str, pod_level: bool = True, bad: Callable[[Any], bool] | None = None
-    ) -> Iterator[tuple[str, str, Any]]:
+    ) -> list[tuple[str, str, Any]]:
         """(pointer, who, value) for securityContext.<tokens> wherever the pod or a container sets it;
         with `bad`, only where bad(value) holds (the pointer is then built for offenders only)."""
+        if tokens[0] not in self._sc_fields:
+            return []
+        found = []
         value = _get(self.sc, *tokens)
         if pod_level and value is not None and (bad is None or bad(value)):
-            yield self.path("securityContext", *tokens), "pod", value
+            found.append((self.path("securityContext", *tokens), "pod", value))
         for c in self.containers():
             value = _get(c.sc, *tokens)
             if value is not None and (bad is None or bad(value)):
-                yield c.path("securityContext", *tokens), c.label, value
+                found.append((c.path("securityContext", *tokens), c.label, value))
+        return found
 
 
 def _is_true(value: Any) -> bool:

@@ -51,7 +51,7 @@ def extract(obj: dict[str, Any], old_obj: dict[str, Any] | None = None) -> Workl
         _raw(workload, "/spec/template", "job", replicas if isinstance(replicas, int) else 1)
         workload.run_policy_pointer = "/spec"
     elif api_version == "v1" and kind == "Pod":
-        workload.templates.append(_raw_template(obj, "/spec", "pod", 1, "/metadata"))
+        workload.templates.append(_raw_template(obj, "", "pod", 1))
     elif group == MLGATE_GROUP and kind in ("TrainingJob", "InferenceService"):
         _mlgate(workload)
     else:
@@ -67,13 +67,7 @@ def _kubeflow(workload: Workload, specs_field: str) -> None:
             continue
         base = pointer.join("/spec", specs_field, role)
         replicas = replica_spec.get("replicas", 1)
-        template = _raw_template(
-            workload.obj,
-            base + "/template/spec",
-            role,
-            replicas if isinstance(replicas, int) else 1,
-            base + "/template/metadata",
-        )
+        template = _raw_template(workload.obj, base + "/template", role, replicas if isinstance(replicas, int) else 1)
         template.restart_policy_pointer = base + "/restartPolicy"
         workload.templates.append(template)
     workload.run_policy_pointer = "/spec/runPolicy"
@@ -81,17 +75,14 @@ def _kubeflow(workload: Workload, specs_field: str) -> None:
 
 
 def _raw(workload: Workload, template_pointer: str, role: str, replicas: int) -> None:
-    workload.templates.append(
-        _raw_template(
-            workload.obj, template_pointer + "/spec", role, replicas, template_pointer + "/metadata"
-        )
-    )
+    workload.templates.append(_raw_template(workload.obj, template_pointer, role, replicas))
 
 
-def _raw_template(
-    obj: dict[str, Any], spec_pointer: str, role: str, replicas: int, meta_pointer: str
-) -> PodTemplate:
-    found_spec, found_meta = pointer.resolve(obj, spec_pointer), pointer.resolve(obj, meta_pointer)
+def _raw_template(obj: dict[str, Any], template_pointer: str, role: str, replicas: int) -> PodTemplate:
+    """The pod template at `template_pointer` (`spec` and `metadata` under it; "" for a Pod)."""
+    spec_pointer, meta_pointer = template_pointer + "/spec", template_pointer + "/metadata"
+    holder = as_dict(pointer.resolve(obj, template_pointer))  # one walk for both
+    found_spec, found_meta = holder.get("spec"), holder.get("metadata")
     spec, metadata = as_dict(found_spec), as_dict(found_meta)
     writes = [0]  # a target handed out may create the spec or metadata the view lacks
 
@@ -100,7 +91,9 @@ def _raw_template(
         return _ensure_at(obj, ptr)
 
     def rerender() -> tuple[dict[str, Any], dict[str, Any]]:
-        return as_dict(pointer.resolve(obj, spec_pointer)), as_dict(pointer.resolve(obj, meta_pointer))
+        # targets only ever create what is missing (a dict, once there, stays): look up only that
+        return (spec if isinstance(found_spec, dict) else as_dict(pointer.resolve(obj, spec_pointer)),
+                metadata if isinstance(found_meta, dict) else as_dict(pointer.resolve(obj, meta_pointer)))
 
     def container_target(name: str) -> dict[str, Any]:
         writes[0] += 1
