@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import jsonpatch
 from builders import change, pytorchjob
+from webhook_harness import raw_tls_socket
 from webhook_load import wait_until
 from webhook_reviews import decoded_patch, encode, review
 
@@ -122,3 +124,27 @@ def test_unknown_paths_are_404_without_a_trace(http):
     response = http.get("/nope")
     assert response.status_code == 404
     assert "Traceback" not in response.text
+
+
+def _read_until_closed(sock) -> bytes:
+    raw = b""
+    while chunk := sock.recv(65536):
+        raw += chunk
+    return raw
+
+
+def test_head_requests_pipelining_and_close_all_get_whole_responses(webhook, tls_files):
+    """The transport answers a head-only response, two pipelined requests in order, and closes when asked."""
+    body = encode(review(pytorchjob(), uid="piped"))
+    post_head = (f"POST /validate HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\n"
+                 f"content-length: {len(body)}\r\n").encode()
+    with raw_tls_socket(webhook, tls_files) as sock:
+        sock.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"  # a head and no body
+                     + post_head + b"\r\n" + body  # two requests in one write: answered in order
+                     + post_head + b"connection: close\r\n\r\n" + body)
+        raw = _read_until_closed(sock)  # the server closes after the third answer
+    heads = re.findall(rb"HTTP/1\.1 (\d{3}) [^\r]*\r\n((?:[^\r]+\r\n)*)\r\n", raw)
+    assert [status for status, _ in heads] == [b"405", b"200", b"200"]  # /healthz is GET only
+    assert b"content-length: 31" in heads[0][1] and raw.count(b'"uid":"piped"') == 2
+    assert raw.index(b'"uid":"piped"') < raw.index(heads[2][1])  # in order
+    assert b"connection: close" in heads[2][1]
