@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mlgate.engine import Policy, PolicySet
-from mlgate.loading.policies import PolicyLoadError, compile_policy, load_policy_paths
+from mlgate.loading.policies import PolicyLoadError, cluster_source, compile_policy, load_policy_paths
 
 from .metrics import Metrics
 from .watch import content_signature, manifest_files
@@ -100,8 +100,7 @@ class ClusterPolicySource:
         policies: list[Policy] = []
         errors: list[str] = []
         for (kind, namespace, name), obj in objects:
-            where = f"cluster:{kind}/{namespace + '/' if namespace else ''}{name}"
-            policy, problems = compile_policy({**obj, "kind": kind}, where)
+            policy, problems = compile_policy({**obj, "kind": kind}, cluster_source(kind, namespace, name))
             errors.extend(str(p) for p in problems)
             if policy is not None:
                 policies.append(policy)

@@ -8,6 +8,8 @@ writes its decision in the wire format:
   a mutation could not run under a `Fail` policy; the checks' verdict belongs to `/validate`.
 - `/validate` runs the checks on the object as it will be stored (after every mutating webhook):
   `allowed`, `status` (403 and the engine's message), `warnings`, `auditAnnotations`.
+- MLPolicy and ClusterMLPolicy objects go to the policy loader instead: `/validate` refuses one
+  the loader would refuse, with the same file-and-field messages the CLI prints.
 - DELETE, CONNECT and subresources pass untouched; `dryRun` gets the same verdict (the webhook
   has no side effects, so there is nothing to hold back).
 """
@@ -23,7 +25,10 @@ from typing import Any, Literal
 import orjson
 
 from mlgate.engine import PolicySet, evaluate
+from mlgate.loading.policies import check_policy_object
 from mlgate.model.facts import ClusterFacts
+from mlgate.model.policy import API_VERSION as POLICY_API_VERSION
+from mlgate.model.policy import POLICY_KINDS
 from mlgate.model.results import Decision, FailurePolicy, RuleResult
 
 API_VERSION = "admission.k8s.io/v1"
@@ -31,6 +36,7 @@ KIND = "AdmissionReview"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 MAX_WARNING_CHARS = 120
 MAX_WARNINGS = 20
+POLICY_GROUP = POLICY_API_VERSION.partition("/")[0]
 MAX_ANNOTATION_KEY = 63  # the name part of a qualified name; the API server prefixes "<webhook name>/"
 
 Endpoint = Literal["validate", "mutate"]
@@ -68,6 +74,7 @@ class AdmissionRequest:
     old_obj: dict[str, Any] | None
     dry_run: bool = False
     sub_resource: str = ""
+    group: str = ""
 
 
 @dataclass
@@ -153,13 +160,17 @@ def _request(request: dict[str, Any]) -> AdmissionRequest:
         raise bad_request(f"request.dryRun must be a boolean, not {_json_type(dry_run)}")
     kind = request.get("kind")
     kind_name = kind.get("kind") if isinstance(kind, dict) else None
+    group = kind.get("group") if isinstance(kind, dict) else None
+    subject = obj or old_obj or {}
     if not isinstance(kind_name, str) or not kind_name:
-        kind_name = str((obj or old_obj or {}).get("kind") or "")
+        kind_name = str(subject.get("kind") or "")
+    if not isinstance(group, str):
+        group = str(subject.get("apiVersion") or "").rpartition("/")[0]
     return AdmissionRequest(
         uid=uid, operation=operation, kind=kind_name, namespace=_text(request.get("namespace")),
         name=_text(request.get("name")), obj=obj if isinstance(obj, dict) else None,
         old_obj=old_obj if isinstance(old_obj, dict) else None, dry_run=bool(dry_run),
-        sub_resource=_text(request.get("subResource")),
+        sub_resource=_text(request.get("subResource")), group=group,
     )
 
 
@@ -167,6 +178,8 @@ def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, e
     """The engine's verdict on one request, as the `response` of an AdmissionReview."""
     if request.operation not in ("CREATE", "UPDATE") or request.sub_resource or request.obj is None:
         return Admission(request, {"uid": request.uid, "allowed": True}, "skipped")
+    if request.kind in POLICY_KINDS and request.group == POLICY_GROUP:
+        return _admit_policy(request, policies, endpoint)
     operation: Literal["CREATE", "UPDATE"] = "UPDATE" if request.operation == "UPDATE" else "CREATE"
     if endpoint == "mutate":
         policies = mutations_only(policies)
@@ -183,6 +196,22 @@ def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, e
     if decision.note:
         return Admission(request, {"uid": request.uid, "allowed": True}, "skipped")
     return _answer(request, decision)
+
+
+def _admit_policy(request: AdmissionRequest, policies: PolicySet, endpoint: Endpoint) -> Admission:
+    """An MLPolicy or ClusterMLPolicy: refused when the loader would refuse it.
+
+    Stored anyway (it got past a webhook outage), it would make the whole next policy set fail to
+    load; the last good set would stay in force and the error would show only in /readyz and the log.
+    """
+    if endpoint == "mutate" or request.obj is None:
+        return Admission(request, {"uid": request.uid, "allowed": True}, "skipped")
+    errors = [str(e) for e in check_policy_object(request.obj, policies.policies)]
+    if not errors:
+        return Admission(request, {"uid": request.uid, "allowed": True}, "allowed")
+    message = "\n".join(errors)
+    response = {"uid": request.uid, "allowed": False, "status": {"code": 403, "reason": "Invalid", "message": message}}
+    return Admission(request, response, "denied", messages=errors)
 
 
 def _answer(request: AdmissionRequest, decision: Decision) -> Admission:

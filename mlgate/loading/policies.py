@@ -146,6 +146,31 @@ def compile_policy(
     return policy, []
 
 
+def cluster_source(kind: str, namespace: str, name: str) -> str:
+    """How a policy stored in the cluster is named in errors: `cluster:MLPolicy/team-a/gpu-limits`."""
+    return f"cluster:{kind}/{namespace + '/' if namespace else ''}{name}"
+
+
+def check_policy_object(obj: Mapping[str, Any], in_force: Iterable[Policy] = ()) -> list[LoadError]:
+    """Everything the loader would reject in one MLPolicy or ClusterMLPolicy object, before it is stored.
+
+    The same checks as a policy file (schema, rule names, each rule's parameters), plus a name
+    already taken by a policy in force from another source: either would make the next policy
+    set fail to load as a whole.
+    """
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    source = cluster_source(str(obj.get("kind") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+    policy, errors = compile_policy(dict(obj), source)
+    if policy is None:
+        return errors
+    for other in in_force:
+        if other.key == policy.key and other.source != source:
+            taken = f"policy {policy.key!r} is also defined in {other.source}"
+            return [LoadError(source, None, "metadata.name", taken)]
+    return []
+
+
 def _check_unique(policies: list[Policy], errors: list[LoadError]) -> None:
     seen: dict[str, str] = {}
     for policy in policies:

@@ -3,6 +3,7 @@ without restarting the webhook; a broken one is refused or reported, and the old
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -58,28 +59,40 @@ def test_policy_the_crd_schema_rejects_is_refused_by_kubectl(
     assert cluster.kubectl("get", "mlpolicy", "team-gpu", "-n", namespace).code == 1
 
 
-def test_broken_policy_is_reported_and_the_old_set_stays_in_force(
+def test_policy_the_loader_would_refuse_is_refused_by_kubectl(
         webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    # valid for the CRD schema (params are free-form), wrong for the rule: `perContainer` must be a number
+    result = cluster.kubectl("apply", "-f", "-", stdin=gpu_policy("MLPolicy", "team-gpu", "many", namespace))
+    assert result.code == 1, result
+    assert 'admission webhook "policies.validate.mlgate.dev" denied the request' in result.stderr, result
+    assert f"cluster:MLPolicy/{namespace}/team-gpu: spec.rules[0].params.perContainer: " in result.stderr, result
+    assert cluster.kubectl("get", "mlpolicy", "team-gpu", "-n", namespace).code == 1
+    assert not webhook.readyz()[1]["policies"]["lastError"]
+
+
+def test_broken_policy_is_reported_and_the_old_set_stays_in_force(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str, make_namespace: Callable[..., str]) -> None:
     job = pytorchjob("four-gpus", {"nvidia.com/gpu": 4})
     cluster.kubectl("apply", "-f", "-", stdin=gpu_policy("MLPolicy", "team-gpu", 2, namespace)).check()
     until_verdict(cluster, job, namespace, denied_with=f"[{namespace}/team-gpu/gpu.max]")
     generation = webhook.readyz()[1]["policies"]["generation"]
-    # valid for the CRD schema (params are free-form), wrong for the rule: `perContainer` must be a number
-    broken = gpu_policy("MLPolicy", "team-gpu-typo", "many", namespace)
+    # stored past admission, as during a webhook outage: the opted-out namespace is not sent to the webhook
+    opted_out = make_namespace({"mlgate.dev/ignore": "true"})
+    broken = gpu_policy("MLPolicy", "team-gpu-typo", "many", opted_out)
+    cluster.kubectl("apply", "-f", "-", stdin=broken).check()
+    where = f"cluster:MLPolicy/{opted_out}/team-gpu-typo"
+
+    def reported() -> list[str] | None:
+        errors = webhook.readyz()[1]["policies"]["lastError"]
+        return errors if any(where in e and "perContainer" in e for e in errors) else None
+
     try:
-        cluster.kubectl("apply", "-f", "-", stdin=broken).check()
-        where = f"cluster:MLPolicy/{namespace}/team-gpu-typo"
-
-        def reported() -> list[str] | None:
-            errors = webhook.readyz()[1]["policies"]["lastError"]
-            return errors if any(where in e and "perContainer" in e for e in errors) else None
-
         errors = eventually(f"the webhook to report {where}", reported, TIMEOUT)
         status, ready = webhook.readyz()
         assert status == 200 and ready["policies"]["generation"] == generation, (errors, ready)
         denied = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=job)
         assert denied.code == 1 and f"[{namespace}/team-gpu/gpu.max]" in denied.stderr, denied
     finally:
-        cluster.kubectl("delete", "mlpolicy", "team-gpu-typo", "-n", namespace, "--ignore-not-found").check()
+        cluster.kubectl("delete", "mlpolicy", "team-gpu-typo", "-n", opted_out, "--ignore-not-found").check()
     eventually("the webhook to load the set again", lambda: True if not webhook.readyz()[1]["policies"][
         "lastError"] else None, TIMEOUT)

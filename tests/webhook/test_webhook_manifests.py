@@ -88,6 +88,7 @@ def test_the_ml_kinds_are_matched():
     for kind in ("pytorchjobs", "tfjobs", "xgboostjobs", "mpijobs"):
         assert ("kubeflow.org", kind) in matched
     assert ("batch", "jobs") in matched
+    assert {("mlgate.dev", "mlpolicies"), ("mlgate.dev", "clustermlpolicies")} <= matched  # refused if broken
 
 
 def test_rbac_only_reads_what_the_caches_watch():
