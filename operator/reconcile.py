@@ -24,7 +24,9 @@
    create every desired child that is missing (a deleted pod or service comes back) unless the job already
    finished. A create the API refuses with 403 "exceeded quota" (a ResourceQuota) does not stop the pass:
    the other children are still created, the status says Stalled/QuotaExceeded with the API's message, and
-   the pass asks to run again (`outcome.requeue`) to retry once the quota has room. Existing children are
+   the pass asks to run again (`outcome.requeue`) to retry once the quota has room. A PodGroup whose kind
+   the API server does not serve (404: Volcano's or coscheduling's CRDs are not installed) is handled the
+   same way: the pods are still created, and the status says Stalled/GangSchedulerMissing. Existing children are
    compared on the fields the reconciler owns (`owned_fields`: labels it sets on every child; a Service's
    selector, ports, clusterIP and publishNotReadyAddresses; a ConfigMap's data; a PodGroup's spec) and get one
    merge patch only where those differ (hand edits drift back). A pod's spec is not repaired (mostly
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from mlgate.engine import PolicySet
@@ -99,7 +102,7 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
     desired = [] if violation else desired_children(job)
     kinds = _listed_kinds(desired)
     owned = owned_children(client, job, TRAINING, kinds)
-    quota_denied: dict[str, str] = {}
+    refusals = Refusals()
     if violation is None and (job.get("status") or {}).get("phase") not in TERMINAL:
         try:
             job = _restart_failed(client, job, owned, outcome)
@@ -108,10 +111,10 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
                 raise
             outcome.requeue = True  # the job changed under us: count restarts on fresh state next pass
             return outcome
-        quota_denied = _create(client, desired, owned, outcome)
+        refusals = _create(client, desired, owned, outcome)
         repair_drift(client, desired, owned, outcome)
     status, pods = _write_status(client, job, violation, policies=policies, facts=facts, now=now, outcome=outcome,
-                                 quota_denied=quota_denied, owned=owned, desired=desired, kinds=kinds)
+                                 refusals=refusals, owned=owned, desired=desired, kinds=kinds)
     _clean_up(client, job, status, pods, outcome)
     if ttl_expired(job, status, now()):
         client.delete(JOB_API, JOB_KIND, namespace, name)  # the finalizer pass then removes the children
@@ -188,20 +191,32 @@ def _restart_failed(client: KubeClient, job: dict[str, Any], owned: dict[ChildKe
 # --- children ----------------------------------------------------------------------------------------
 
 
+@dataclass
+class Refusals:
+    """Children the API would not create in this pass, by "Kind/name"; the others were still created."""
+
+    quota: dict[str, str] = field(default_factory=dict)  # a ResourceQuota's 403 "exceeded quota": the message
+    unserved: dict[str, str] = field(default_factory=dict)  # a PodGroup kind without its CRDs (404): apiVersion
+
+
 def _create(client: KubeClient, desired: list[dict[str, Any]], owned: dict[ChildKey, dict[str, Any]],
-            outcome: Outcome) -> dict[str, str]:
-    """Create the missing children one by one; those a ResourceQuota refuses (403 "exceeded quota") are
-    returned ("Pod/llm-worker-1" -> the API's message) and the others still created."""
-    refused: dict[str, str] = {}
+            outcome: Outcome) -> Refusals:
+    """Create the missing children one by one; those a ResourceQuota refuses (403 "exceeded quota") and
+    PodGroups whose kind the API server does not serve (404) are returned, and the others still created."""
+    refused = Refusals()
     for child in desired:
+        child_name = f"{child['kind']}/{child['metadata']['name']}"
         try:
             create_missing(client, [child], owned, outcome)
         except ApiError as exc:
             message = str(exc).removeprefix(f"{exc.status}: ")
-            if exc.status != 403 or QUOTA_REFUSAL not in message:
+            if exc.status == 403 and QUOTA_REFUSAL in message:
+                refused.quota[child_name] = message
+            elif exc.status == 404 and child["kind"] == "PodGroup":
+                refused.unserved[child_name] = child["apiVersion"]
+            else:
                 raise
-            refused[f"{child['kind']}/{child['metadata']['name']}"] = message
-            outcome.requeue = True  # quota may free up without any change to the job: look again later
+            outcome.requeue = True  # quota may free up, CRDs may be installed: look again later
     return refused
 
 
@@ -209,7 +224,7 @@ def _create(client: KubeClient, desired: list[dict[str, Any]], owned: dict[Child
 
 
 def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None, *, policies: PolicySet,
-                  facts: ClusterFacts | None, now: Callable[[], str], outcome: Outcome, quota_denied: dict[str, str],
+                  facts: ClusterFacts | None, now: Callable[[], str], outcome: Outcome, refusals: Refusals,
                   owned: dict[ChildKey, dict[str, Any]], desired: list[dict[str, Any]],
                   kinds: tuple[tuple[str, str], ...]) -> tuple[dict[str, Any], list[Any]]:
     """(the status now stored, the job's pods); `owned` and `desired` are what this pass saw, wrote and wanted,
@@ -229,7 +244,8 @@ def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None
         seen = Observation(pods=pods, expected=expected, created=bool(desired_keys) and desired_keys <= set(owned),
                            violation=violation, deadline_seconds=deadline if isinstance(deadline, int) else None,
                            backoff_limit=limit if isinstance(limit, int) else None, restarts=restarts(job),
-                           restarted=bool(outcome.restarted), podgroups=podgroups, quota_denied=quota_denied)
+                           restarted=bool(outcome.restarted), podgroups=podgroups, quota_denied=refusals.quota,
+                           unserved=refusals.unserved)
         old = job.get("status") or {}
         stamp = now()
         new = compute_status(old, meta.get("generation"), seen, stamp)

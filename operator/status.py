@@ -29,13 +29,15 @@ stall). It does not change the phase (a permanent image-pull failure fails the j
 in this order wins, the order a pod's life goes through (created, scheduled, image pulled):
 1. `QuotaExceeded`: the API refused to create a child with 403 "exceeded quota" (a ResourceQuota; the
    reconciler passes the API's message in `Observation.quota_denied`).
-2. `GangUnschedulable`: the job has a PodGroup, and either a Volcano PodGroup in phase Pending, Inqueue or
+2. `GangSchedulerMissing`: the job asks for gang scheduling but the API server does not serve the scheduler's
+   PodGroup kind (its CRDs are not installed: creating the PodGroup gave 404; `Observation.unserved`).
+3. `GangUnschedulable`: the job has a PodGroup, and either a Volcano PodGroup in phase Pending, Inqueue or
    Unknown carries a condition `Unschedulable` True (reasons such as NotEnoughResources or NotEnoughTasks; the
    message reads "3/3 tasks in gang unschedulable: pod group is not ready, ..."), or a pod of the job waits
    with PodScheduled False and reason Unschedulable (coscheduling's "cannot find enough sibling pods" or
    "PodGroup ... gets rejected") or Schedulable (Volcano: the pod fits "once minAvailable is satisfied").
-3. `Unschedulable`: a pod waits with PodScheduled False and reason Unschedulable (the scheduler's message).
-4. `ImagePullFailed`: a container (init or regular) waits with ErrImagePull or ImagePullBackOff (the kubelet
+4. `Unschedulable`: a pod waits with PodScheduled False and reason Unschedulable (the scheduler's message).
+5. `ImagePullFailed`: a container (init or regular) waits with ErrImagePull or ImagePullBackOff (the kubelet
    retries), or InvalidImageName or ErrImageNeverPull (it does not: the phase is Failed too).
 Like the replica counts, Stalled freezes once the job is finished: it then tells what held the job up.
 """
@@ -83,6 +85,7 @@ class Observation:
     restarted: bool = False  # failed pods were recreated in this pass
     podgroups: list[dict[str, Any]] = field(default_factory=list)  # the job's PodGroups (gang scheduling)
     quota_denied: dict[str, str] = field(default_factory=dict)  # "Pod/llm-worker-1" -> the API's 403 message
+    unserved: dict[str, str] = field(default_factory=dict)  # "PodGroup/llm" -> its apiVersion, which is not served
 
 
 def compute_status(old: dict[str, Any] | None, generation: int | None, seen: Observation,
@@ -177,7 +180,7 @@ Pull = tuple[str, str, str, str, str]  # (pod, container, waiting reason, kubele
 
 def stall(seen: Observation) -> Cause | None:
     """What holds the job up (the first cause in the module's order), or None."""
-    for check in (_quota, _gang, _unschedulable, _image_pull):
+    for check in (_quota, _gang_missing, _gang, _unschedulable, _image_pull):
         cause = check(seen)
         if cause is not None:
             return cause
@@ -199,6 +202,21 @@ def _quota(seen: Observation) -> Cause | None:
     objects = ", ".join(f"{kind} {name!r}" for kind, _, name in (child.partition("/") for child in refused))
     return "QuotaExceeded", (f"{objects} could not be created: {seen.quota_denied[refused[0]]}; raise the "
                              f"namespace's ResourceQuota or lower the job's replicas or resources")
+
+
+SCHEDULER_PROJECTS = {"scheduling.volcano.sh": "Volcano", "scheduling.x-k8s.io": "scheduler-plugins (coscheduling)"}
+
+
+def _gang_missing(seen: Observation) -> Cause | None:
+    if not seen.unserved:
+        return None
+    child = sorted(seen.unserved)[0]
+    kind, _, name = child.partition("/")
+    api_version = seen.unserved[child]
+    project = SCHEDULER_PROJECTS.get(api_version.partition("/")[0], "the gang scheduler")
+    return "GangSchedulerMissing", (f"{kind} {name!r} could not be created: the API server does not serve "
+                                    f"{api_version} {kind}s; install {project}, its CRDs and scheduler, or set "
+                                    "spec.scheduling.gang to false")
 
 
 def _waiting(seen: Observation) -> list[tuple[str, str, str]]:

@@ -191,13 +191,13 @@ def waiting_on(reason: str, message: str = "pull failed", *, init: bool = False)
 
 
 def stalled(*changes: tuple[int, dict[str, Any]], podgroups: list[dict[str, Any]] | None = None,
-            quota_denied: dict[str, str] | None = None) -> Observation:
+            quota_denied: dict[str, str] | None = None, unserved: dict[str, str] | None = None) -> Observation:
     """Three pending pods with all children created; `changes` replace the status of pod i."""
     live = pods("Pending", "Pending", "Pending")
     for index, status in changes:
         live[index]["status"] = status
     return Observation(pods=live, expected=EXPECTED, created=True, podgroups=podgroups or [],
-                       quota_denied=quota_denied or {})
+                       quota_denied=quota_denied or {}, unserved=unserved or {})
 
 
 def volcano_group(phase: str, condition_status: str = "True") -> dict[str, Any]:
@@ -287,10 +287,24 @@ def test_the_first_cause_wins_quota_then_gang_then_unschedulable_then_image_pull
     pulling = (1, waiting_on("ImagePullBackOff"))
     group = [volcano_group("Pending")]
     quota = {"Pod/llm-worker-2": "exceeded quota: q"}
+    missing = {"PodGroup/llm": "scheduling.volcano.sh/v1beta1"}
     causes = [stalled(pulling), stalled(pulling, blocked), stalled(pulling, blocked, podgroups=group),
-              stalled(pulling, blocked, podgroups=group, quota_denied=quota)]
+              stalled(pulling, blocked, podgroups=group, unserved=missing),
+              stalled(pulling, blocked, podgroups=group, unserved=missing, quota_denied=quota)]
     reasons = [cond(compute_status(None, 1, seen_now, T0), "Stalled")["reason"] for seen_now in causes]
-    assert reasons == ["ImagePullFailed", "Unschedulable", "GangUnschedulable", "QuotaExceeded"]
+    assert reasons == ["ImagePullFailed", "Unschedulable", "GangUnschedulable", "GangSchedulerMissing",
+                       "QuotaExceeded"]
+
+
+def test_a_podgroup_kind_the_api_does_not_serve_names_the_scheduler_to_install():
+    seen_now = Observation(pods=pods("Pending", "Pending"), expected=EXPECTED, created=False,
+                           unserved={"PodGroup/llm": "scheduling.volcano.sh/v1beta1"})
+    status = compute_status(None, 1, seen_now, T0)
+    stall = cond(status, "Stalled")
+    assert (status["phase"], stall["reason"]) == ("Pending", "GangSchedulerMissing")
+    assert stall["message"] == ("PodGroup 'llm' could not be created: the API server does not serve "
+                                "scheduling.volcano.sh/v1beta1 PodGroups; install Volcano, its CRDs and scheduler, "
+                                "or set spec.scheduling.gang to false")
 
 
 def test_stalled_turns_false_with_progressing_once_the_cause_is_gone_and_then_stays_unchanged():

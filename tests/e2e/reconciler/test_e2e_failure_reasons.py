@@ -144,6 +144,32 @@ def test_a_volcano_podgroup_that_cannot_place_its_gang_stalls_the_job_as_gang_un
     assert stalled(cluster, namespace)[1]["reason"] == "Progressing"  # Volcano leaves its condition behind
 
 
+def test_gang_scheduling_without_the_podgroup_crds_stalls_the_job_until_they_are_installed(
+        cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
+    crd = "podgroups.scheduling.x-k8s.io"
+    collection = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups"
+    cluster.kubectl("delete", "crd", crd, "--wait=true", timeout=60).check()
+    try:
+        wait_for("the PodGroup kind to be no longer served", lambda: cluster.get(collection)[0] == 404, WAIT)
+        create(cluster, namespace, trainingjob("llm", replicas=2, scheduling={"scheduler": "coscheduling",
+                                                                            "gang": True}))
+        outcome = reconcile(transport, policies, namespace)
+        assert outcome.created == ["Service/llm", "Pod/llm-master-0", "Pod/llm-worker-0"]
+        assert outcome.requeue  # the CRDs may come: look again later
+        phase, stall = stalled(cluster, namespace)
+        assert (phase, stall["status"], stall["reason"]) == ("Pending", "True", "GangSchedulerMissing")
+        assert stall["message"] == ("PodGroup 'llm' could not be created: the API server does not serve "
+                                    "scheduling.x-k8s.io/v1alpha1 PodGroups; install scheduler-plugins (coscheduling), "
+                                    "its CRDs and scheduler, or set spec.scheduling.gang to false")
+        assert events(cluster, namespace) == ["Warning/GangSchedulerMissing"]
+    finally:
+        cluster.install_crds()
+    wait_for("the PodGroup to be created once the CRDs are back",
+             lambda: "PodGroup/llm" in reconcile(transport, policies, namespace).created, WAIT)
+    phase, stall = stalled(cluster, namespace)
+    assert (phase, stall["status"], stall["reason"]) == ("Created", "False", "Progressing")
+
+
 def test_a_resource_quota_refusing_the_third_pod_stalls_the_job_and_the_pod_comes_once_the_quota_grows(
         cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
     quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "pods"}, "spec": {"hard": {"pods": "2"}}}
