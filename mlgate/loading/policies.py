@@ -23,7 +23,8 @@ from mlgate.model import pointer
 from mlgate.model.policy import API_VERSION, POLICY_KINDS, PolicyDocument
 from mlgate.rules.registry import catalog
 
-DEFAULT_POLICY_DIR = Path(__file__).resolve().parents[2] / "policies"
+CHECKOUT_POLICY_DIR = Path(__file__).resolve().parents[2] / "policies"  # a checkout or an editable install
+PACKAGED_POLICY_DIR = Path(__file__).resolve().parents[1] / "shipped_policies"  # an installed wheel's copy
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,8 @@ class PolicyLoadError(Exception):
 
 
 def default_policy_dir() -> Path:
-    return DEFAULT_POLICY_DIR
+    """The shipped policy set: the copy pyproject.toml puts in the wheel, else `policies/` of the checkout."""
+    return PACKAGED_POLICY_DIR if PACKAGED_POLICY_DIR.is_dir() else CHECKOUT_POLICY_DIR
 
 
 def load_policy_paths(paths: Iterable[str | Path]) -> PolicySet:
