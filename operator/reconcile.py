@@ -22,8 +22,9 @@
    the limit; beyond it the status says Failed/BackoffLimitExceeded.
 6. Children: list what the job owns (label `mlgate.dev/job-name` AND an ownerReference with the job's uid),
    create every desired child that is missing (a deleted pod or service comes back) unless the job already
-   finished. A create the API refuses with 403 "exceeded quota" (a ResourceQuota) does not stop the pass:
-   the other children are still created, the status says Stalled/QuotaExceeded with the API's message, and
+   finished. A create a ResourceQuota refuses (403 "exceeded quota", or "failed quota" for a pod without the
+   requests or limits the quota requires) does not stop the pass: the other children are still created, the
+   status says Stalled/QuotaExceeded (or Stalled/QuotaNeedsResources) with the API's message, and
    the pass asks to run again (`outcome.requeue`) to retry once the quota has room. A PodGroup whose kind
    the API server does not serve (404: Volcano's or coscheduling's CRDs are not installed) is handled the
    same way: the pods are still created, and the status says Stalled/GangSchedulerMissing. Existing children are
@@ -80,7 +81,9 @@ TRAINING = OwnerKind(JOB_API, JOB_KIND, JOB_LABEL, (  # deleted in this order: p
     ("scheduling.volcano.sh/v1beta1", "PodGroup"), ("scheduling.x-k8s.io/v1alpha1", "PodGroup")))
 STATUS_RETRIES = 5
 RESTARTS_ANNOTATION = "mlgate.dev/restarts"  # pod restarts used, counted per job against runPolicy.backoffLimit
-QUOTA_REFUSAL = "exceeded quota"  # in the ResourceQuota admission plugin's 403 message
+# in the ResourceQuota admission plugin's 403 messages: over the quota, or a pod without the requests or
+# limits a quota on them requires ("failed quota: <name>: must specify limits.cpu for: ...")
+QUOTA_REFUSALS = ("exceeded quota", "failed quota")
 
 
 def reconcile_training_job(client: KubeClient, namespace: str, name: str, policies: PolicySet, *,
@@ -195,7 +198,7 @@ def _restart_failed(client: KubeClient, job: dict[str, Any], owned: dict[ChildKe
 class Refusals:
     """Children the API would not create in this pass, by "Kind/name"; the others were still created."""
 
-    quota: dict[str, str] = field(default_factory=dict)  # a ResourceQuota's 403 "exceeded quota": the message
+    quota: dict[str, str] = field(default_factory=dict)  # a ResourceQuota's 403: the API's message
     unserved: dict[str, str] = field(default_factory=dict)  # a PodGroup kind without its CRDs (404): apiVersion
 
 
@@ -210,7 +213,7 @@ def _create(client: KubeClient, desired: list[dict[str, Any]], owned: dict[Child
             create_missing(client, [child], owned, outcome)
         except ApiError as exc:
             message = str(exc).removeprefix(f"{exc.status}: ")
-            if exc.status == 403 and QUOTA_REFUSAL in message:
+            if exc.status == 403 and any(refusal in message for refusal in QUOTA_REFUSALS):
                 refused.quota[child_name] = message
             elif exc.status == 404 and child["kind"] == "PodGroup":
                 refused.unserved[child_name] = child["apiVersion"]

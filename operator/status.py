@@ -28,7 +28,8 @@ naming the pods (sorted) and what to do, False/`Progressing` once the cause is g
 stall). It does not change the phase (a permanent image-pull failure fails the job, above). The first cause
 in this order wins, the order a pod's life goes through (created, scheduled, image pulled):
 1. `QuotaExceeded`: the API refused to create a child with 403 "exceeded quota" (a ResourceQuota; the
-   reconciler passes the API's message in `Observation.quota_denied`).
+   reconciler passes the API's message in `Observation.quota_denied`). `QuotaNeedsResources` when the 403
+   says "must specify": a quota on requests or limits refuses pods that do not set them.
 2. `GangSchedulerMissing`: the job asks for gang scheduling but the API server does not serve the scheduler's
    PodGroup kind (its CRDs are not installed: creating the PodGroup gave 404; `Observation.unserved`).
 3. `GangUnschedulable`: the job has a PodGroup, and either a Volcano PodGroup in phase Pending, Inqueue or
@@ -200,7 +201,12 @@ def _quota(seen: Observation) -> Cause | None:
         return None
     refused = sorted(seen.quota_denied)
     objects = ", ".join(f"{kind} {name!r}" for kind, _, name in (child.partition("/") for child in refused))
-    return "QuotaExceeded", (f"{objects} could not be created: {seen.quota_denied[refused[0]]}; raise the "
+    message = seen.quota_denied[refused[0]]
+    if "must specify" in message:
+        return "QuotaNeedsResources", (f"{objects} could not be created: {message}; set spec.resources.cpu and "
+                                       "spec.resources.memory (pods get them as requests and limits), or add a "
+                                       "LimitRange that defaults them")
+    return "QuotaExceeded", (f"{objects} could not be created: {message}; raise the "
                              f"namespace's ResourceQuota or lower the job's replicas or resources")
 
 

@@ -282,6 +282,16 @@ def test_a_quota_refusal_stalls_the_pending_job_with_the_apis_message():
                                        "ResourceQuota")
 
 
+def test_a_quota_that_needs_limits_the_pods_lack_says_what_to_set():
+    refusal = 'pods "llm-master-0" is forbidden: failed quota: compute: must specify limits.memory for: pytorch'
+    seen_now = Observation(pods=[], expected=EXPECTED, created=False, quota_denied={"Pod/llm-master-0": refusal})
+    stall = cond(compute_status(None, 1, seen_now, T0), "Stalled")
+    assert stall["reason"] == "QuotaNeedsResources"
+    assert stall["message"] == (f"Pod 'llm-master-0' could not be created: {refusal}; set spec.resources.cpu and "
+                                "spec.resources.memory (pods get them as requests and limits), or add a LimitRange "
+                                "that defaults them")
+
+
 def test_the_first_cause_wins_quota_then_gang_then_unschedulable_then_image_pull():
     blocked = (0, {"phase": "Pending", "conditions": [UNSCHEDULABLE]})
     pulling = (1, waiting_on("ImagePullBackOff"))

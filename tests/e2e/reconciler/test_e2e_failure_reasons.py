@@ -195,6 +195,26 @@ def test_a_resource_quota_refusing_the_third_pod_stalls_the_job_and_the_pod_come
     assert names(cluster, "pods", namespace) == ["llm-master-0", "llm-worker-0", "llm-worker-1"]
 
 
+def test_a_quota_on_limits_refusing_pods_without_them_stalls_the_job_with_what_to_set(
+        cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "compute"},
+             "spec": {"hard": {"limits.memory": "64Gi"}}}
+    create(cluster, namespace, quota)
+    patch_status(cluster, "resourcequota", "compute", namespace, {"hard": {"limits.memory": "64Gi"},
+                                                                  "used": {"limits.memory": "0"}})
+    create(cluster, namespace, trainingjob("llm", resources={"gpu": 1, "cpu": "4"}))  # no memory
+    outcome = reconcile(transport, policies, namespace)
+    assert outcome.created == ["Service/llm"] and outcome.requeue
+    phase, stall = stalled(cluster, namespace)
+    assert (phase, stall["status"], stall["reason"]) == ("Pending", "True", "QuotaNeedsResources")
+    assert stall["message"].startswith("Pod 'llm-master-0', Pod 'llm-worker-0' could not be created: pods "
+                                       "\"llm-master-0\" is forbidden: failed quota: compute: must specify "
+                                       "limits.memory"), stall
+    assert stall["message"].endswith("; set spec.resources.cpu and spec.resources.memory (pods get them as requests "
+                                     "and limits), or add a LimitRange that defaults them")
+    assert events(cluster, namespace) == ["Warning/QuotaNeedsResources"]
+
+
 # --- checkpoint claim retention ---------------------------------------------------------------------
 
 
