@@ -99,7 +99,8 @@ def make_review(
     subject = obj or old or {}
     group, _, version = str(subject.get("apiVersion") or "").rpartition("/")
     kind = str(subject.get("kind") or "")
-    meta = subject.get("metadata") or {}
+    meta = subject.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     gvk = {"group": group, "version": version, "kind": kind}
     gvr = {"group": group, "version": version, "resource": kind.lower() + "s"}
     options = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}.get(operation)

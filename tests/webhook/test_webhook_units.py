@@ -291,3 +291,9 @@ def test_mutate_runs_only_the_mutations_of_the_set_in_force():
     assert [b.rule.id for p in view.policies for b in p.bindings] == ["defaults.shm"]
     assert mutations_only(full) is view  # computed once per set
     assert mutations_only(policy_set({"rule": "gpu.max"})).policies == ()
+
+
+def test_a_review_is_built_even_for_an_object_whose_metadata_is_not_a_mapping():
+    broken = {"apiVersion": "mlgate.dev/v1alpha1", "kind": "MLPolicy", "metadata": "team-gpu", "spec": None}
+    request = review_module.make_review(broken, namespace="ml", uid="u-1")["request"]
+    assert (request["name"], request["namespace"], request["kind"]["group"]) == ("", "ml", "mlgate.dev")
