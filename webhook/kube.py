@@ -7,13 +7,15 @@ shared with the reconciler: mlgate/kube/watch.py.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any
 
-from mlgate.kube.watch import Reflector, api_get
+from mlgate.kube.watch import Reflector, api_client, api_get
 
 from .facts_cache import WatchedFacts
 from .policy_store import ClusterPolicySource
 
-__all__ = ["FACTS", "POLICIES", "start_watches"]
+__all__ = ["FACTS", "POLICIES", "start_watches", "status_patcher"]
 
 FACTS = {
     "Namespace": "/api/v1/namespaces",
@@ -39,3 +41,23 @@ def start_watches(
         for kind, path in POLICIES.items():
             Reflector(kind, path, get, policies.replace, policies.apply, stop).start()
     return stop
+
+
+def status_patcher(*, kubeconfig: str | None, in_cluster: bool) -> Callable[[str, str, str, dict[str, Any]], None]:
+    """A merge patch of an MLPolicy's or ClusterMLPolicy's status subresource."""
+    from kubernetes import client
+
+    api = client.CustomObjectsApi(api_client(kubeconfig, in_cluster))
+    group, _, version = "mlgate.dev/v1alpha1".partition("/")
+
+    def patch(kind: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+        plural = POLICIES[kind].rsplit("/", 1)[1]
+        body = {"status": status}
+        if namespace:
+            api.patch_namespaced_custom_object_status(group, version, namespace, plural, name, body,
+                                                      _content_type="application/merge-patch+json")
+        else:
+            api.patch_cluster_custom_object_status(group, version, plural, name, body,
+                                                   _content_type="application/merge-patch+json")
+
+    return patch

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mlgate.engine import Policy, PolicySet
-from mlgate.loading.policies import PolicyLoadError, cluster_source, compile_policy, load_policy_paths
+from mlgate.loading.policies import LoadError, PolicyLoadError, cluster_source, compile_policy, load_policy_paths
 
 from .metrics import Metrics
 from .watch import content_signature, manifest_files
@@ -66,6 +66,7 @@ class ClusterPolicySource:
 
     def __init__(self) -> None:
         self._objects: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+        self.load_errors: dict[tuple[str, str, str], list[LoadError]] = {}  # per object, from the last load()
         self._revision = 0
         self._listed: set[str] = set()
         self._lock = threading.Lock()
@@ -83,28 +84,44 @@ class ClusterPolicySource:
 
     def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
         with self._lock:
+            key = _key(kind, obj)
             if event_type in ("ADDED", "MODIFIED"):
-                self._objects[_key(kind, obj)] = obj
+                before = self._objects.get(key)
+                self._objects[key] = obj
+                generation = _generation(obj)
+                if before is not None and generation is not None and _generation(before) == generation:
+                    return  # the spec is as it was (status or metadata changed, e.g. our loadError): no reload
             elif event_type == "DELETED":
-                self._objects.pop(_key(kind, obj), None)
+                self._objects.pop(key, None)
             else:
                 return
             self._revision += 1
+
+    def objects(self) -> list[tuple[tuple[str, str, str], Mapping[str, Any]]]:
+        """(kind, namespace, name) and the object as last seen, status included."""
+        with self._lock:
+            return sorted(self._objects.items())
 
     def version(self) -> Hashable:
         return self._revision
 
     def load(self) -> tuple[list[Policy], list[str]]:
-        with self._lock:
-            objects = sorted(self._objects.items())
         policies: list[Policy] = []
         errors: list[str] = []
-        for (kind, namespace, name), obj in objects:
+        by_object: dict[tuple[str, str, str], list[LoadError]] = {}
+        for (kind, namespace, name), obj in self.objects():
             policy, problems = compile_policy({**obj, "kind": kind}, cluster_source(kind, namespace, name))
             errors.extend(str(p) for p in problems)
+            by_object[(kind, namespace, name)] = problems
             if policy is not None:
                 policies.append(policy)
+        self.load_errors = by_object
         return policies, errors
+
+
+def _generation(obj: Mapping[str, Any]) -> int | None:
+    generation = (obj.get("metadata") or {}).get("generation")
+    return generation if isinstance(generation, int) else None
 
 
 def _key(kind: str, obj: Mapping[str, Any]) -> tuple[str, str, str]:

@@ -21,6 +21,7 @@ from mlgate_certs.bundle import ensure_dev_certs  # type: ignore[import-not-foun
 from .app import create_app
 from .facts_cache import WatchedFacts
 from .metrics import Metrics
+from .policy_status import PolicyStatusWriter
 from .policy_store import ClusterPolicySource, DirectorySource, PolicySource, PolicyStore
 from .protocol import EVENT_LOOP, protocol_with_timeout
 from .service import Service, Settings
@@ -87,13 +88,17 @@ class Webhook:
         )
 
     def _start_background(self) -> None:
-        for poller in self._pollers:
-            poller.start()
         if self.watched_facts is not None:
-            from .kube import start_watches  # the Kubernetes client only when it is needed
+            from .kube import start_watches, status_patcher  # the Kubernetes client only when it is needed
 
             self._watch_stop = start_watches(self.watched_facts, self.cluster_policies,
                                              kubeconfig=self.options.kubeconfig, in_cluster=self.options.in_cluster)
+            if self.cluster_policies is not None:
+                writer = PolicyStatusWriter(self.cluster_policies, status_patcher(
+                    kubeconfig=self.options.kubeconfig, in_cluster=self.options.in_cluster))
+                self._pollers.append(Poller("policy status", writer.sync, self.options.settings.poll_interval))
+        for poller in self._pollers:
+            poller.start()
 
     def _stop_background(self) -> None:
         for poller in self._pollers:

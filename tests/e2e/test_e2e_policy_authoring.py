@@ -92,6 +92,18 @@ def test_broken_policy_is_reported_and_the_old_set_stays_in_force(
         assert status == 200 and ready["policies"]["generation"] == generation, (errors, ready)
         denied = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=job)
         assert denied.code == 1 and f"[{namespace}/team-gpu/gpu.max]" in denied.stderr, denied
+
+        def load_error(name: str, ns: str) -> str | None:
+            status = cluster.get_object("mlpolicy", name, ns).get("status") or {}
+            return status.get("loadError") if "loadError" in status else None
+
+        written = eventually("the broken policy's status.loadError", lambda: load_error("team-gpu-typo", opted_out),
+                             TIMEOUT)
+        assert written.startswith("spec.rules[0].params.perContainer: input should be a valid integer"), written
+        assert eventually("the good policy's status", lambda: load_error("team-gpu", namespace) == "" or None,
+                          TIMEOUT)
+        listed = cluster.kubectl("get", "mlpolicy", "team-gpu-typo", "-n", opted_out).check().stdout
+        assert "LOAD-ERROR" in listed and "spec.rules[0].params.perContainer" in listed, listed
     finally:
         cluster.kubectl("delete", "mlpolicy", "team-gpu-typo", "-n", opted_out, "--ignore-not-found").check()
     eventually("the webhook to load the set again", lambda: True if not webhook.readyz()[1]["policies"][

@@ -91,13 +91,14 @@ def test_the_ml_kinds_are_matched():
     assert {("mlgate.dev", "mlpolicies"), ("mlgate.dev", "clustermlpolicies")} <= matched  # refused if broken
 
 
-def test_rbac_only_reads_what_the_caches_watch():
+def test_rbac_only_reads_what_the_caches_watch_and_writes_policy_status():
     (role,) = [d for d in documents("rbac.yaml") if d["kind"] == "ClusterRole"]
     granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
                for resource in rule["resources"] for verb in rule["verbs"]}
     wanted = {("", "namespaces"), ("", "persistentvolumeclaims"), ("", "nodes"),
               ("storage.k8s.io", "storageclasses"), ("mlgate.dev", "mlpolicies"), ("mlgate.dev", "clustermlpolicies")}
-    assert granted == {(g, r, v) for g, r in wanted for v in ("get", "list", "watch")}
+    status_writes = {("mlgate.dev", "mlpolicies/status", "patch"), ("mlgate.dev", "clustermlpolicies/status", "patch")}
+    assert granted == {(g, r, v) for g, r in wanted for v in ("get", "list", "watch")} | status_writes
 
 
 def test_the_deployment_is_locked_down_and_probed():
