@@ -77,9 +77,12 @@ class ClusterPolicySource:
 
     def replace(self, kind: str, items: Sequence[Mapping[str, Any]]) -> None:
         with self._lock:
+            before = {k: _generation(v) for k, v in self._objects.items() if k[0] == kind}
             self._objects = {k: v for k, v in self._objects.items() if k[0] != kind}
             self._objects.update((_key(kind, o), o) for o in items)
-            self._revision += 1
+            after = {k: _generation(v) for k, v in self._objects.items() if k[0] == kind}
+            if kind not in self._listed or before != after or None in after.values():
+                self._revision += 1  # a re-list that finds every spec as it was needs no reload
             self._listed.add(kind)
 
     def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:

@@ -47,6 +47,15 @@ def test_a_status_only_change_does_not_reload_the_policy_set():
     assert store.refresh() and store.current.generation == (generation or 0) + 1
 
 
+def test_a_relist_that_finds_every_spec_as_it_was_does_not_reload():
+    source, store = loaded(policy("gpu", 2))
+    generation = store.current.generation if store.current else None
+    source.replace("MLPolicy", [policy("gpu", 2, status={"loadError": ""}, version="7")])
+    assert not store.refresh() and store.current is not None and store.current.generation == generation
+    source.replace("MLPolicy", [policy("gpu", 2), policy("gpu-b", 3)])
+    assert store.refresh()
+
+
 def test_each_object_gets_its_own_errors_and_a_good_one_an_empty_load_error():
     source, _ = loaded(policy("gpu", 2), policy("typo", "many"))
     recorder = Recorder()
