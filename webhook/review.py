@@ -180,7 +180,7 @@ def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, e
     if request.operation not in ("CREATE", "UPDATE") or request.sub_resource or request.obj is None:
         return Admission(request, {"uid": request.uid, "allowed": True}, "skipped")
     if request.kind in POLICY_KINDS and request.group == POLICY_GROUP:
-        return _admit_policy(request, policies, endpoint)
+        return _admit_policy(request, request.obj, policies, endpoint)
     operation: Literal["CREATE", "UPDATE"] = "UPDATE" if request.operation == "UPDATE" else "CREATE"
     if endpoint == "mutate":
         policies = mutations_only(policies)
@@ -199,15 +199,17 @@ def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, e
     return _answer(request, decision)
 
 
-def _admit_policy(request: AdmissionRequest, policies: PolicySet, endpoint: Endpoint) -> Admission:
+def _admit_policy(request: AdmissionRequest, obj: dict[str, Any], policies: PolicySet,
+                  endpoint: Endpoint) -> Admission:
     """An MLPolicy or ClusterMLPolicy: refused when the loader would refuse it.
 
     Stored anyway (it got past a webhook outage), it would make the whole next policy set fail to
-    load; the last good set would stay in force and the error would show only in /readyz and the log.
+    load; the last good set would stay in force, and the error would show only after the fact
+    (/readyz, the log, the object's status.loadError).
     """
-    if endpoint == "mutate" or request.obj is None:
+    if endpoint == "mutate":
         return Admission(request, {"uid": request.uid, "allowed": True}, "skipped")
-    errors = [str(e) for e in check_policy_object(request.obj, policies.policies)]
+    errors = [str(e) for e in check_policy_object(obj, policies.policies)]
     if not errors:
         return Admission(request, {"uid": request.uid, "allowed": True}, "allowed")
     message = "\n".join(errors)
