@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from mlgate.kube.watch import ApiError  # one error type for the watch and the requests
+
 __all__ = ["PATHS", "ApiError", "KubeClient", "Transport", "collection_path", "kube_transport", "object_path",
            "rate_limited"]
 
@@ -36,14 +38,6 @@ PATHS: dict[tuple[str, str], tuple[str, str]] = {
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): ("/apis/scheduling.volcano.sh/v1beta1", "podgroups"),
     ("scheduling.x-k8s.io/v1alpha1", "PodGroup"): ("/apis/scheduling.x-k8s.io/v1alpha1", "podgroups"),
 }
-
-
-class ApiError(Exception):
-    """A non-2xx answer from the API server."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(f"{status}: {message}")
-        self.status = status
 
 
 class Transport(Protocol):

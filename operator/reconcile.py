@@ -212,7 +212,7 @@ def _create(client: KubeClient, desired: list[dict[str, Any]], owned: dict[Child
         try:
             create_missing(client, [child], owned, outcome)
         except ApiError as exc:
-            message = str(exc).removeprefix(f"{exc.status}: ")
+            message = exc.message
             if exc.status == 403 and any(refusal in message for refusal in QUOTA_REFUSALS):
                 refused.quota[child_name] = message
             elif exc.status == 404 and child["kind"] == "PodGroup":

@@ -48,9 +48,12 @@ Get = Callable[[str, dict[str, str], float], Response]
 
 
 class ApiError(Exception):
+    """A non-2xx answer from the API server: its status and its message (str: "<status>: <message>")."""
+
     def __init__(self, status: int, message: str):
-        super().__init__(message)
+        super().__init__(f"{status}: {message}")
         self.status = status
+        self.message = message
 
 
 @dataclass
