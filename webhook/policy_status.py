@@ -57,4 +57,4 @@ class PolicyStatusWriter:
 def desired_status(obj: Mapping[str, Any], errors: list[LoadError]) -> dict[str, Any]:
     generation = (obj.get("metadata") or {}).get("generation")
     return {"observedGeneration": generation if isinstance(generation, int) else 0,
-            "loadError": "; ".join(f"{e.field}: {e.message}" if e.field else e.message for e in errors)}
+            "loadError": "; ".join(e.detail for e in errors)}

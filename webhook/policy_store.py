@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mlgate.engine import Policy, PolicySet
-from mlgate.loading.policies import LoadError, PolicyLoadError, cluster_source, compile_policy, load_policy_paths
+from mlgate.loading.policies import (
+    LoadError,
+    PolicyLoadError,
+    cluster_source,
+    compile_policy,
+    duplicate_names,
+    load_policy_paths,
+)
 
 from .metrics import Metrics
 from .watch import content_signature, manifest_files
@@ -158,7 +165,7 @@ class PolicyStore:
                 loaded, problems = source.load()
                 policies.extend(loaded)
                 errors.extend(problems)
-            errors.extend(_duplicates(policies))
+            errors.extend(str(e) for e in duplicate_names(policies))
             if errors:
                 self._reject(errors)
                 return False
@@ -196,12 +203,3 @@ class PolicyStore:
         }
 
 
-def _duplicates(policies: list[Policy]) -> list[str]:
-    seen: dict[str, str] = {}
-    errors: list[str] = []
-    for policy in policies:
-        if policy.key in seen:
-            errors.append(f"{policy.source}: metadata.name: policy {policy.key!r} is also defined in "
-                          f"{seen[policy.key]}")
-        seen.setdefault(policy.key, policy.source)
-    return errors

@@ -34,9 +34,14 @@ class LoadError:
     field: str  # dotted path, e.g. spec.rules[0].params.perContainer
     message: str
 
+    @property
+    def detail(self) -> str:
+        """The field and what is wrong with it, without the source (e.g. for the object's own status)."""
+        return f"{self.field}: {self.message}" if self.field else self.message
+
     def __str__(self) -> str:
         where = f"{self.source}:{self.line}" if self.line else self.source
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        return f"{where}: {self.detail}"
 
 
 class PolicyLoadError(Exception):
@@ -67,7 +72,7 @@ def load_policy_paths(paths: Iterable[str | Path]) -> PolicySet:
         loaded, problems = load_policy_text(text, source)
         policies.extend(loaded)
         errors.extend(problems)
-    _check_unique(policies, errors)
+    errors.extend(duplicate_names(policies))
     if errors:
         raise PolicyLoadError(errors)
     return PolicySet(tuple(policies))
@@ -166,20 +171,19 @@ def check_policy_object(obj: Mapping[str, Any], in_force: Iterable[Policy] = ())
     policy, errors = compile_policy(dict(obj), source)
     if policy is None:
         return errors
-    for other in in_force:
-        if other.key == policy.key and other.source != source:
-            taken = f"policy {policy.key!r} is also defined in {other.source}"
-            return [LoadError(source, None, "metadata.name", taken)]
-    return []
+    return duplicate_names([*(p for p in in_force if p.source != source), policy])  # its own old version aside
 
 
-def _check_unique(policies: list[Policy], errors: list[LoadError]) -> None:
+def duplicate_names(policies: Iterable[Policy]) -> list[LoadError]:
+    """An error for every policy whose name an earlier one in `policies` already has."""
     seen: dict[str, str] = {}
+    errors: list[LoadError] = []
     for policy in policies:
         if policy.key in seen:
             errors.append(LoadError(policy.source, None, "metadata.name",
                                     f"policy {policy.key!r} is also defined in {seen[policy.key]}"))
         seen.setdefault(policy.key, policy.source)
+    return errors
 
 
 def describe_validation_error(exc: ValidationError) -> list[str]:
