@@ -7,7 +7,9 @@ generator (asyncio on uvloop, raw HTTP/1.1 over kept-alive TLS connections) runs
 Per endpoint it prints the latency at a fixed rate (open loop: latency counts from the moment a
 request was due, so a stalled server is not hidden), saturation throughput (closed loop, every
 connection busy), idle RSS, and for mlgate the time from process start to the first admission.
-It prints figures and checks nothing; the targets are shown next to them.
+It also times the review's parsing and evaluation alone, in this process with no transport, and
+prints the saturation ratio that cost would allow even if mlgate's transport cost no more than
+the do-nothing endpoint's. It prints figures and checks nothing; the targets are shown next to them.
 """
 
 from __future__ import annotations
@@ -285,6 +287,21 @@ async def first_admission(port: int, context: ssl.SSLContext, request: bytes, st
         await asyncio.sleep(0.005)
 
 
+def in_process_us(body: bytes, endpoint: str, policy_paths: list[str], seconds: float = 2.0) -> float:
+    """CPU per review of `parse_review` + `admit` in a warm loop: the engine's share with no transport."""
+    from mlgate.loading.policies import default_policy_dir, load_policy_paths
+    from mlgate.model.facts import NO_FACTS
+    from mlgate_webhook.review import admit, parse_review
+
+    policies = load_policy_paths(policy_paths or [default_policy_dir()])
+    count, start = 0, time.process_time()
+    while (spent := time.process_time() - start) < seconds:
+        for _ in range(100):
+            admit(parse_review(body, "application/json"), policies, NO_FACTS, endpoint)  # type: ignore[arg-type]
+        count += 100
+    return spent / count * 1e6
+
+
 # --- main ------------------------------------------------------------------------------------------
 
 
@@ -332,11 +349,12 @@ def run(args: argparse.Namespace) -> None:
     finally:
         noop.terminate()
         noop.wait(timeout=15)
-    report(rows, args, startup=startup, idle=idle, after=after, noop_idle=noop_idle)
+    engine = {name: in_process_us(body, name.rsplit("/", 1)[1], args.policies) for name in rows if name != "do-nothing"}
+    report(rows, args, startup=startup, idle=idle, after=after, noop_idle=noop_idle, engine=engine)
 
 
 def report(rows: dict[str, dict[str, Any]], args: argparse.Namespace, *, startup: float, idle: float,
-           after: float, noop_idle: float) -> None:
+           after: float, noop_idle: float, engine: dict[str, float]) -> None:
     print(f"\n{'endpoint':<18}{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}{'max ms':>9}{'errors':>8}"
           f"   at {args.rate:g} req/s, server CPU per request  |  saturation req/s, CPU per request")
     for name, row in rows.items():
@@ -358,6 +376,12 @@ def report(rows: dict[str, dict[str, Any]], args: argparse.Namespace, *, startup
           f"do-nothing {noop_idle:.1f} MB")
     print(f"  start to first admission: {startup:.2f} s (target <= 1.5 s)")
     print(f"  (load average at the end: {os.getloadavg()[0]:.2f})")
+    noop_cpu = noop["cpu_us"]
+    print(f"\nceiling: parse_review + admit alone (warm loop, no transport) against the do-nothing's "
+          f"{noop_cpu:.0f} us of CPU per request at saturation:")
+    for name, cost in engine.items():
+        print(f"  {name}: {cost:.0f} us per review; saturation could reach at most "
+              f"{noop_cpu / (noop_cpu + cost):.2f}x do-nothing even if the rest cost what the do-nothing does")
 
 
 def main() -> None:
