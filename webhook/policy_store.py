@@ -174,7 +174,8 @@ class PolicyStore:
 
     def _reject(self, errors: list[str]) -> None:
         self.errors = errors
-        kept = f"generation {self.current.generation} stays in force" if self.current else "no policy set in force"
+        current = self.current
+        kept = f"generation {current.generation} stays in force" if current is not None else "no policy set in force"
         log.error("policy set rejected (%d errors); %s", len(errors), kept,
                   extra={"fields": {"errors": errors}})
         if self.metrics:
@@ -182,11 +183,13 @@ class PolicyStore:
             self.metrics.policy_last_reload_ok.set(0)
 
     def _accept(self, policies: list[Policy]) -> None:
-        generation = (self.current.generation if self.current else 0) + 1
+        generation = (self.current.generation if self.current is not None else 0) + 1
         self.current = PolicySet(tuple(policies), generation)
         self.errors = []
-        log.info("policy set %d in force: %d policies", generation, len(policies),
-                 extra={"fields": {"generation": generation, "policies": [p.key for p in policies]}})
+        log.log(logging.INFO if policies else logging.WARNING,
+                "policy set %d in force: %d policies%s", generation, len(policies),
+                "" if policies else "; every admission request is allowed",
+                extra={"fields": {"generation": generation, "policies": [p.key for p in policies]}})
         if self.metrics:
             self.metrics.policy_generation.set(generation)
             self.metrics.policy_count.set(len(policies))
@@ -196,8 +199,8 @@ class PolicyStore:
         current = self.current
         return {
             "loaded": current is not None,
-            "generation": current.generation if current else 0,
-            "policies": [p.key for p in current.policies] if current else [],
+            "generation": current.generation if current is not None else 0,
+            "policies": [p.key for p in current.policies] if current is not None else [],
             "lastError": list(self.errors),
             "synced": self.synced,
         }

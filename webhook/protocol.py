@@ -5,6 +5,9 @@ its request line and headers slowly (or never). This subclass gives every reques
 `header_timeout` seconds from the connection or from its first byte, then answers
 408 and closes. A slow body is the endpoint's business (`endpoint.read_body`).
 
+Nor does httptools bound the head's size: it buffers a header line until it ends. A head over
+`MAX_HEAD_BYTES` gets 431 and the connection closes, so an endless header cannot grow the process.
+
 httptools (llhttp, in C) rather than h11 (pure Python): on a 2 KB review it parses the request
 and frames the response for about a third of the CPU, which is most of a do-nothing request.
 """
@@ -23,6 +26,14 @@ TIMEOUT_RESPONSE = (
 )
 TIMEOUT_BODY = (b'{"apiVersion":"v1","kind":"Status","status":"Failure","code":408,"reason":"Timeout",'
                 b'"message":"the request line and headers were not received in time"}')
+MAX_HEAD_BYTES = 64 * 1024  # the API server's heads are well under 1 KiB
+TOO_LARGE_RESPONSE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    b"content-length: %d\r\n\r\n%s"
+)
+TOO_LARGE_BODY = (b'{"apiVersion":"v1","kind":"Status","status":"Failure","code":431,'
+                  b'"reason":"RequestHeaderFieldsTooLarge","message":"the request line and headers are over '
+                  + str(MAX_HEAD_BYTES).encode() + b' bytes"}')
 
 
 class HeadDeadlineProtocol(HttpToolsProtocol):
@@ -32,7 +43,21 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self._head_deadline: asyncio.TimerHandle | None = None
         self._in_head = False
+        self._head_bytes = 0
         self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        continued = self._in_head
+        super().data_received(data)
+        if not (continued and self._in_head):
+            return
+        # A chunk that neither starts nor ends a head is all head. The chunk a head starts in is not
+        # counted (it may carry a pipelined request before it), so the bound is this plus one read.
+        self._head_bytes += len(data)
+        if self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
+            self._disarm()
+            self.transport.write(TOO_LARGE_RESPONSE % (len(TOO_LARGE_BODY), TOO_LARGE_BODY))
+            self.transport.close()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -41,6 +66,7 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        self._head_bytes = 0
         self._disarm()  # the head is in; the body has the endpoint's own deadline
         super().on_headers_complete()
 

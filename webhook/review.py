@@ -17,7 +17,9 @@ writes its decision in the wire format:
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
+import re
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -38,6 +40,7 @@ MAX_WARNING_CHARS = 120
 MAX_WARNINGS = 20
 POLICY_GROUP = POLICY_API_VERSION.partition("/")[0]
 MAX_ANNOTATION_KEY = 63  # the name part of a qualified name; the API server prefixes "<webhook name>/"
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 
 Endpoint = Literal["validate", "mutate"]
 Verdict = Literal["allowed", "patched", "denied", "skipped", "error"]
@@ -270,30 +273,53 @@ def _engine_failure(request: AdmissionRequest, policies: PolicySet, exc: Excepti
 
 
 def short_warnings(messages: list[str]) -> list[str]:
-    """Warnings as kubectl shows them: each at most 120 characters, at most 20 of them."""
-    out = [_shorten(m) for m in messages[:MAX_WARNINGS]]
-    if len(messages) > MAX_WARNINGS:
-        out[-1] = f"... and {len(messages) - MAX_WARNINGS + 1} more warnings; see the webhook log"
+    """Warnings as kubectl shows them: each at most 120 characters, at most 20 of them.
+
+    Messages that read the same once shortened (one finding in both the Master and the Worker
+    template, say) are said once, with the number of places that have it.
+    """
+    groups: dict[str, list[str]] = {}
+    for message in messages:
+        groups.setdefault(_shorten(message, MAX_WARNING_CHARS - len(" (999 places)")), []).append(message)
+    out = [_shorten(group[0], MAX_WARNING_CHARS) if len(group) == 1 else f"{short} ({len(group)} places)"
+           for short, group in groups.items()]
+    if len(out) > MAX_WARNINGS:
+        out[MAX_WARNINGS - 1:] = [f"... and {len(out) - MAX_WARNINGS + 1} more warnings; see the webhook log"]
     return out
 
 
-def _shorten(message: str) -> str:
-    """Fit one engine message (`[policy/rule] reason: /path: detail; fix`) in 120 characters.
+def _shorten(message: str, limit: int) -> str:
+    """Fit one engine message (`[policy/rule] reason: /path: detail; fix`) in `limit` characters.
 
-    The policy, rule, reason and detail come first: the path goes, then the fix, then the tail.
+    The policy, rule and reason always stay. Then, as room allows: detail and fix without the
+    path, the detail alone, the fix alone, and last the fix cut at a word.
     """
+    if len(message) <= limit:
+        return message
     head, _, rest = message.partition(": ")
-    path, _, detail = rest.partition(": ")
-    no_path = f"{head}: {detail}" if path.startswith("/") and detail else message
-    candidates = [message, no_path, no_path.rsplit("; ", 1)[0], message.rsplit("; ", 1)[0]]
+    _path, _, tail = rest.partition(": ") if rest.startswith("/") else ("", "", rest)
+    detail, _, fix = tail.rpartition("; ") if "; " in tail else (tail, "", "")
+    candidates = [f"{head}: {tail}", f"{head}: {detail}", f"{head}: {fix}" if fix else ""]
     for candidate in candidates:
-        if len(candidate) <= MAX_WARNING_CHARS:
+        if candidate and len(candidate) <= limit:
             return candidate
-    return candidates[2][: MAX_WARNING_CHARS - 3] + "..."
+    cut = (candidates[2] or candidates[1])[: limit - 3]
+    space = cut.rfind(" ", len(cut) - 16)  # end at a word unless that loses much
+    return (cut[:space] if space > 0 else cut) + "..."
 
 
 def _annotation_key(key: str) -> str:
-    return key.replace("/", ".")[:MAX_ANNOTATION_KEY]
+    """`<policy key>.<rule>` as the name part of a qualified name, which the API server requires
+    after it prefixes the webhook's name: 63 characters at most, alphanumeric at both ends.
+
+    A namespaced policy's `/` becomes `_`, which no policy or rule name contains, so keys stay
+    distinct; a key cut to length ends in a hash of the whole key for the same reason.
+    """
+    name = _NOT_IN_NAME.sub("-", key.replace("/", "_")).strip("-_.")
+    if len(name) <= MAX_ANNOTATION_KEY:
+        return name
+    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+    return f"{name[:MAX_ANNOTATION_KEY - len(digest) - 1].rstrip('-_.')}-{digest}"
 
 
 def _in_namespace(obj: dict[str, Any], namespace: str) -> dict[str, Any]:

@@ -37,9 +37,6 @@ class PolicySet:
     policies: tuple[Policy, ...] = ()
     generation: int = 0
 
-    def __len__(self) -> int:
-        return len(self.policies)
-
     @cached_property
     def mutation_steps(self) -> tuple[tuple[Policy, Binding], ...]:
         """Every mutation binding in the order they run: rule order, then policy key, then position."""

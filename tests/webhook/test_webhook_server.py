@@ -148,3 +148,19 @@ def test_head_requests_pipelining_and_close_all_get_whole_responses(webhook, tls
     assert b"content-length: 31" in heads[0][1] and raw.count(b'"uid":"piped"') == 2
     assert raw.index(b'"uid":"piped"') < raw.index(heads[2][1])  # in order
     assert b"connection: close" in heads[2][1]
+
+
+def test_an_endless_header_gets_431_and_the_connection_closes(webhook, tls_files, http):
+    """httptools would buffer the header line for ever; the protocol stops it past MAX_HEAD_BYTES."""
+    with raw_tls_socket(webhook, tls_files) as sock:
+        sock.sendall(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nx-padding: ")
+        try:
+            for _ in range(16):  # 256 KiB of one header line, in reads the server sees one by one
+                sock.sendall(b"a" * 16384)
+        except OSError:
+            pass  # closed while we were still sending: the answer is already on its way
+        raw = _read_until_closed(sock)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 ") and b"connection: close" in head
+    assert json.loads(body)["reason"] == "RequestHeaderFieldsTooLarge"
+    assert http.get("/healthz").status_code == 200  # and the server carries on

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -44,16 +45,24 @@ def test_deny_a_dry_run_flag_that_is_not_a_boolean():
         request_of(body)
 
 
-def test_a_long_warning_loses_its_path_first_then_its_fix_then_its_tail():
+def test_a_long_warning_loses_its_path_first_then_its_detail_or_fix_then_its_tail():
     path = "/spec/pytorchReplicaSpecs/Worker/template/spec/initContainers/0/resources/limits/nvidia.com~1gpu"
     assert len(f"[p/r] reason: {path}: detail; fix") > MAX_WARNING_CHARS
     fits_without_path = f"[p/r] reason: {path}: detail; fix"
     assert short_warnings([fits_without_path]) == ["[p/r] reason: detail; fix"]
+    long_detail_short_fix = f"[p/r] reason: {path}: " + "d" * 120 + "; fix"
+    assert short_warnings([long_detail_short_fix]) == ["[p/r] reason: fix"]
     long_fix = f"[p/r] reason: {path}: detail; " + "f" * 120
     assert short_warnings([long_fix]) == ["[p/r] reason: detail"]
-    long_detail = "[p/r] reason: /x: " + "d" * 200
-    (cut,) = short_warnings([long_detail])
-    assert len(cut) == MAX_WARNING_CHARS and cut.endswith("...")
+    long_words = "[p/r] reason: /x: " + "word " * 40
+    (cut,) = short_warnings([long_words])
+    assert len(cut) <= MAX_WARNING_CHARS and cut.endswith("word...")
+
+
+def test_warnings_that_read_the_same_once_shortened_are_said_once_with_a_count():
+    message = "[p/r] reason: /spec/{}/template/spec/containers/0/x: " + "d" * 60 + "; set x: true"
+    out = short_warnings([message.format("Master"), message.format("Worker"), "[p/r] other"])
+    assert out == ["[p/r] reason: " + "d" * 60 + "; set x: true (2 places)", "[p/r] other"]
 
 
 def test_at_most_twenty_warnings_and_the_last_says_how_many_more():
@@ -83,7 +92,19 @@ def test_a_namespaced_policy_key_becomes_a_valid_audit_annotation_key(monkeypatc
     decision = review_module.Decision(allowed=True, results=[result])
     monkeypatch.setattr(type(decision), "audit_annotations", property(lambda self: {"team-a/soft.gpu.max": "x"}))
     answer = review_module._answer(request_of(review(pytorchjob())), decision)
-    assert answer.response["auditAnnotations"] == {"team-a.soft.gpu.max": "x"}
+    assert answer.response["auditAnnotations"] == {"team-a_soft.gpu.max": "x"}
+
+
+QUALIFIED_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")  # k8s IsQualifiedName
+
+
+def test_long_audit_annotation_keys_stay_valid_and_distinct():
+    policy = "platform-team-gpu-governance-policy-for-all-training-workloads"
+    keys = [review_module._annotation_key(f"{policy}.{rule}") for rule in ("gpu.limits", "pod-security.restricted")]
+    assert len(set(keys)) == 2
+    for key in keys:
+        assert len(key) <= 63 and QUALIFIED_NAME_PART.match(key), key
+        assert key.startswith("platform-team-gpu-governance")
 
 
 # --- policy store ---------------------------------------------------------------------------------
@@ -131,6 +152,20 @@ def test_an_unchanged_source_is_not_compiled_again(tmp_path):
     assert store.refresh() is True
     assert store.refresh() is False
     assert store.current.generation == 1
+
+
+def test_an_emptied_directory_is_a_set_of_its_own_and_generations_keep_counting(tmp_path):
+    policy = tmp_path / "gpu.yaml"
+    policy.write_text(json.dumps(GPU_POLICY))
+    metrics = Metrics()
+    store = PolicyStore([DirectorySource([tmp_path])], metrics)
+    assert store.refresh() is True
+    policy.unlink()
+    assert store.refresh() is True
+    assert (store.current.policies, store.status()["generation"]) == ((), 2)
+    policy.write_text(json.dumps(GPU_POLICY))
+    assert store.refresh() is True
+    assert store.status()["generation"] == 3 == metrics.policy_generation._value.get()
 
 
 # --- facts cache ----------------------------------------------------------------------------------
