@@ -3,18 +3,25 @@
 As admission does, mutations run first (fixed order, re-applied until nothing changes),
 then every check runs on the mutated object. The patch is the RFC 6902 diff between the
 object as given and as mutated.
+
+An UPDATE is judged on what it changes, as Kyverno's `allowExistingViolations` and CRD
+validation ratcheting do: a finding the old object had already (same policy, rule, path,
+reason and detail) warns instead of denying, so a job stored before a policy existed can
+still be labelled, suspended or resumed. An object being deleted (`deletionTimestamp` set)
+is not judged at all: the only UPDATE it gets is the removal of its finalizers.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any, Literal
 
 from mlgate.engine.match import Scope, applies
 from mlgate.engine.patch import diff, restore, snapshot
 from mlgate.engine.policyset import Binding, Policy, PolicySet
 from mlgate.model.facts import NO_FACTS, ClusterFacts
-from mlgate.model.results import Action, Decision, Finding, Outcome, RuleResult, Skipped, Unevaluable
+from mlgate.model.results import PRE_EXISTING, Action, Decision, Finding, Outcome, RuleResult, Skipped, Unevaluable
 from mlgate.model.workload import Workload
 from mlgate.rules.registry import Context
 from mlgate.workloads.extract import extract
@@ -32,6 +39,8 @@ def evaluate(
     old_obj: dict[str, Any] | None = None,
     mutate: bool = True,
 ) -> Decision:
+    if operation == "UPDATE" and _being_deleted(obj):
+        return Decision(allowed=True, note="being deleted: only its finalizers can change")
     workload = extract(obj, old_obj)
     if workload is None:
         return Decision(allowed=True, note=f"not an ML workload: {_kind(obj)}")
@@ -55,7 +64,26 @@ def evaluate(
     patch = diff(obj, mutated) if mutated is not obj else []
     decision = Decision(allowed=True, results=results, patch=patch, mutated=mutated)
     decision.allowed = not decision.violations
+    if not decision.allowed and old_obj is not None and operation == "UPDATE":
+        _ratchet(decision, old_obj, policies, facts)
     return decision
+
+
+def _ratchet(decision: Decision, old_obj: dict[str, Any], policies: PolicySet, facts: ClusterFacts) -> None:
+    """Let denials whose every finding the old object had already pass as warnings."""
+    before = evaluate(old_obj, policies, facts=facts, mutate=False)
+    known = {(r.policy, r.rule, f.path, f.reason, f.detail) for r in before.results for f in r.findings}
+    for i, result in enumerate(decision.results):
+        if result.outcome is Outcome.FAIL and all(
+            (result.policy, result.rule, f.path, f.reason, f.detail) in known for f in result.findings
+        ):
+            decision.results[i] = replace(result, outcome=Outcome.WARN, note=PRE_EXISTING)
+    decision.allowed = not decision.violations
+
+
+def _being_deleted(obj: dict[str, Any]) -> bool:
+    meta = obj.get("metadata")
+    return isinstance(meta, dict) and bool(meta.get("deletionTimestamp"))
 
 
 def _mutate(

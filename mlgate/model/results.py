@@ -19,6 +19,9 @@ class Outcome(StrEnum):
     SKIP = "skip"  # does not apply to this object
 
 
+PRE_EXISTING = "already there before this update"  # the note of a denial that an UPDATE did not cause
+
+
 class Action(StrEnum):
     DENY = "deny"
     WARN = "warn"
@@ -72,7 +75,8 @@ class RuleResult:
         """One line per finding: `[policy/rule] reason: path: detail; fix`."""
         if self.outcome is Outcome.ERROR:
             return [f"[{self.policy}/{self.rule}] could not evaluate: {self.note}"]
-        return [f"[{self.policy}/{self.rule}] {f.message()}" for f in self.findings]
+        suffix = f" ({PRE_EXISTING})" if self.note == PRE_EXISTING else ""
+        return [f"[{self.policy}/{self.rule}] {f.message()}{suffix}" for f in self.findings]
 
     @property
     def blocks(self) -> bool:
@@ -99,7 +103,7 @@ class Decision:
     def warnings(self) -> list[str]:
         out: list[str] = []
         for r in self.results:
-            warned = r.outcome is Outcome.WARN and r.action is Action.WARN
+            warned = r.outcome is Outcome.WARN and r.action is not Action.AUDIT  # a deny an UPDATE did not cause too
             if warned or (r.outcome is Outcome.ERROR and not r.blocks):
                 out.extend(r.messages())
         return out
