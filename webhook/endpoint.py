@@ -27,6 +27,7 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 log = logging.getLogger("mlgate.webhook")
+OFF_LOOP_BYTES = 256 * 1024  # reviews this large are parsed and judged on a worker thread
 
 
 class ClientGone(Exception):
@@ -66,7 +67,15 @@ class AdmissionEndpoint:
             raise ReviewError(405, "MethodNotAllowed", f"{scope.get('method')} is not allowed; send POST")
         body = await read_body(scope, receive, self.service.settings.max_body_bytes,
                                self.service.settings.read_timeout)
-        request = parse_review(body, _header(scope, b"content-type"))
+        content_type = _header(scope, b"content-type")
+        if len(body) < OFF_LOOP_BYTES:
+            return self._judge(body, content_type)
+        # A review of a few MiB takes a second or so: on a thread, the loop keeps answering the
+        # probes and the small reviews in between (it gets the GIL back every switch interval).
+        return await asyncio.to_thread(self._judge, body, content_type)
+
+    def _judge(self, body: bytes, content_type: str | None) -> Admission:
+        request = parse_review(body, content_type)
         policies = self.service.policies.current
         if policies is None:
             raise ReviewError(503, "ServiceUnavailable", "no policy set is loaded yet: "

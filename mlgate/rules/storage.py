@@ -89,15 +89,31 @@ def claim_uses(workload: Workload) -> dict[str, ClaimUse]:
         for template in workload.templates:
             use.replicas[template.role] = template.replicas
     for template in workload.templates:
+        mounts: dict[str, list[tuple[str, dict[str, Any]]]] | None = None
         for index, volume in enumerate(template.spec.get("volumes") or []):
             source = volume.get("persistentVolumeClaim") if isinstance(volume, dict) else None
             if isinstance(source, dict) and source.get("claimName"):
-                _add_volume(uses, template, index, volume, source)
+                mounts = _mounts_by_volume(template) if mounts is None else mounts
+                name = volume.get("name")
+                _add_volume(uses, template, index, source, mounts.get(name, []) if isinstance(name, str) else [])
     return uses
 
 
+def _mounts_by_volume(template: PodTemplate) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """Each volume name's mounts with their mountPath pointers: one pass, not one per volume."""
+    by_name: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for key, position, container in template.containers():
+        for number, mount in enumerate(container.get("volumeMounts") or []):
+            name = mount.get("name") if isinstance(mount, dict) else None
+            if isinstance(name, str):
+                where = template.path(key, position, "volumeMounts", number, "mountPath")
+                by_name.setdefault(name, []).append((where, mount))
+    return by_name
+
+
 def _add_volume(
-    uses: dict[str, ClaimUse], template: PodTemplate, index: int, volume: dict[str, Any], source: dict[str, Any]
+    uses: dict[str, ClaimUse], template: PodTemplate, index: int, source: dict[str, Any],
+    volume_mounts: list[tuple[str, dict[str, Any]]],
 ) -> None:
     claim = str(source["claimName"])
     where = template.path("volumes", index, "persistentVolumeClaim", "claimName")
@@ -105,12 +121,9 @@ def _add_volume(
     use.replicas[template.role] = template.replicas
     mounts = use.mounts.setdefault(template.role, {})
     writable = False
-    for key, position, container in template.containers():
-        for number, mount in enumerate(container.get("volumeMounts") or []):
-            if isinstance(mount, dict) and mount.get("name") == volume.get("name"):
-                mounts.setdefault(str(mount.get("mountPath")),
-                                  template.path(key, position, "volumeMounts", number, "mountPath"))
-                writable = writable or not mount.get("readOnly")
+    for mount_path, mount in volume_mounts:
+        mounts.setdefault(str(mount.get("mountPath")), mount_path)
+        writable = writable or not mount.get("readOnly")
     if writable and not source.get("readOnly"):
         if not use.writable:  # name the first read-write volume (a checkpoint claim is writable from the start)
             use.path = where

@@ -12,6 +12,7 @@ from webhook_harness import raw_tls_socket
 from webhook_load import wait_until
 from webhook_reviews import decoded_patch, encode, review
 
+from mlgate_webhook import endpoint
 from mlgate_webhook.review import MAX_WARNING_CHARS
 
 GPU = "/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/resources/{}/nvidia.com~1gpu"
@@ -164,3 +165,19 @@ def test_an_endless_header_gets_431_and_the_connection_closes(webhook, tls_files
     assert head.startswith(b"HTTP/1.1 431 ") and b"connection: close" in head
     assert json.loads(body)["reason"] == "RequestHeaderFieldsTooLarge"
     assert http.get("/healthz").status_code == 200  # and the server carries on
+
+
+def test_a_large_review_is_judged_on_a_thread_with_the_same_answer(http, monkeypatch):
+    threaded = []
+
+    async def to_thread(fn, *args):
+        threaded.append(fn.__name__)
+        return await real_to_thread(fn, *args)
+
+    real_to_thread = endpoint.asyncio.to_thread
+    monkeypatch.setattr(endpoint.asyncio, "to_thread", to_thread)
+    small = gpus(16)
+    large = change(small, "/metadata/annotations", {"padding": "x" * endpoint.OFF_LOOP_BYTES})
+    answers = [post(http, "/validate", review(obj, uid="same")) for obj in (small, large)]
+    assert threaded == ["_judge"]
+    assert answers[0] == answers[1] and answers[0]["allowed"] is False
