@@ -87,8 +87,12 @@ def issue_serving(
     files: CertFiles, dns_names: list[str], ips: list[str], *, new_ca: bool = False, days: int = 365,
     ca_days: int = 3650, key_type: KeyType = "ecdsa",
 ) -> tuple[Issued, Issued]:
-    """(CA, serving certificate), written to `files`; an existing, valid CA is reused unless `new_ca`."""
+    """(CA, serving certificate), written to `files`; an existing, valid CA is reused unless `new_ca`.
+
+    The serving certificate never outlives its CA: its validity is cut to the CA's last day.
+    """
     ca = load_or_make_ca(files, new=new_ca, days=ca_days, key_type=key_type)
+    days = min(days, (ca.not_after - dt.datetime.now(dt.UTC)).days)  # at least RENEW_BEFORE: a CA that close is renewed
     server = make_server_cert(ca, dns_names, ips, days=days, key_type=key_type)
     write_serving(files, server)
     return ca, server

@@ -58,13 +58,21 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
 
 
 def split_sans(values: Iterable[str]) -> tuple[list[str], list[str]]:
-    """Extra subjectAltNames, as (DNS names, IP addresses); `IP:` and `DNS:` prefixes are accepted."""
+    """Extra subjectAltNames, as (DNS names, IP addresses); `IP:` and `DNS:` prefixes are accepted.
+
+    ValueError for an `IP:` value that is not an address."""
     dns: list[str] = []
     ips: list[str] = []
     for value in values:
         kind, _, rest = value.partition(":")
-        if kind in ("IP", "DNS") and rest:
-            (ips if kind == "IP" else dns).append(rest)
+        if kind == "IP" and rest:
+            try:
+                ips.append(str(ipaddress.ip_address(rest)))
+            except ValueError:
+                raise ValueError(f"{value}: {rest!r} is not an IP address") from None
+            continue
+        if kind == "DNS" and rest:
+            dns.append(rest)
             continue
         try:
             ips.append(str(ipaddress.ip_address(value)))

@@ -5,6 +5,7 @@ Register them on the main group with `cli.add_command(...)` for `serve`, `certs`
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import sys
 from pathlib import Path
@@ -82,11 +83,17 @@ def certs(*, out_dir: Path, service: str, namespace: str, sans: tuple[str, ...],
     )
     from mlgate_certs.pki import service_dns_names, split_sans  # type: ignore[import-not-found,unused-ignore]
 
-    dns, ips = split_sans(sans)
+    try:
+        dns, ips = split_sans(sans)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--san") from None
     files = CertFiles(out_dir)
     ca, server = issue_serving(files, service_dns_names(service, namespace) + dns, ips, new_ca=new_ca, days=days,
                                ca_days=ca_days, key_type="rsa" if key_type == "rsa" else "ecdsa")
     bundle = ca_bundle(ca.cert_pem())
+    if server.not_after.date() < (dt.datetime.now(dt.UTC) + dt.timedelta(days=days - 1)).date():
+        click.echo(f"mlgate: the CA in {files.ca_cert} expires on {ca.not_after:%Y-%m-%d}, so the serving "
+                   f"certificate does too; --new-ca makes a new CA (and a new caBundle)", err=True)
     click.echo(f"mlgate: wrote {files.ca_cert}, {files.cert}, {files.key} (valid until "
                f"{server.not_after:%Y-%m-%d}); put the pair in the Secret with\n"
                f"  kubectl -n {namespace} create secret tls {service}-tls --cert={files.cert} --key={files.key}",

@@ -97,6 +97,20 @@ def test_sans_are_split_into_dns_names_and_ip_addresses():
         ["a.example", "b"], ["127.0.0.1", "::1", "fe80::1"])
 
 
+def test_an_ip_san_that_is_not_an_address_is_a_usage_error(tmp_path):
+    result = run_certs("--out-dir", str(tmp_path), "--san", "IP:notanip")
+    assert result.exit_code == 2 and "'notanip' is not an IP address" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "tls.crt").exists()
+
+
+def test_the_serving_certificate_never_outlives_its_ca(tmp_path):
+    assert run_certs("--out-dir", str(tmp_path), "--ca-days", "40").exit_code == 0
+    result = run_certs("--out-dir", str(tmp_path), "--days", "365")
+    ca, server = (load_issued(tmp_path / f"{n}.crt", tmp_path / f"{n}.key") for n in ("ca", "tls"))
+    assert server.not_after <= ca.not_after
+    assert "expires on" in result.output and "--new-ca" in result.output
+
+
 def test_the_throwaway_pki_has_a_loopback_server_and_a_system_masters_client(tmp_path):
     pki = throwaway_pki(tmp_path)
     dns, ips = sans(pki.server.cert)
