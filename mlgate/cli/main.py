@@ -1,12 +1,14 @@
 """`mlgate`: the policy engine for CI and terminals.
 
 Exit codes (stable): 0 everything admitted (warnings allowed), 1 something denied or a test
-failed, 2 a usage, input, parse or policy-load error. Reports go to stdout, diagnostics to stderr.
+failed, 2 a usage, input, parse or policy-load error, or an object the engine could not evaluate at all.
+Reports go to stdout, diagnostics to stderr.
 Heavy imports happen inside commands so that `mlgate --version` starts fast.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, ClassVar, NoReturn
@@ -30,14 +32,23 @@ def fail(message: str) -> NoReturn:
 
 
 def load_policies(paths: Sequence[str]) -> PolicySet:
+    from mlgate.loading.documents import expand
     from mlgate.loading.policies import PolicyLoadError, default_policy_dir, load_policy_paths
 
+    chosen = [str(p) for p in paths] or [str(default_policy_dir())]
     try:
-        return load_policy_paths(list(paths) or [default_policy_dir()])
+        policies = load_policy_paths(chosen)
     except PolicyLoadError as exc:
         for error in exc.errors:
             click.echo(f"mlgate: policy error: {error}", err=True)
         sys.exit(EXIT_ERROR)
+    # a policy path that holds nothing would admit everything: a typo must not look like a green run
+    empty = [p for p in chosen if not any(True for _ in expand([p]))]
+    if empty:
+        fail(f"policy error: {empty[0]}: no policy files (.yaml, .yml, .json)")
+    if not policies.policies:
+        fail(f"policy error: {', '.join(chosen)}: no MLPolicy or ClusterMLPolicy documents")
+    return policies
 
 
 def load_facts(path: str | None) -> ClusterFacts:
@@ -59,6 +70,10 @@ def load_facts(path: str | None) -> ClusterFacts:
 policies_option = click.option(
     "-p", "--policies", "policy_paths", multiple=True, type=click.Path(),
     help="Policy file or directory (repeatable). Default: the shipped policies/.",
+)
+namespace_option = click.option(
+    "-n", "--namespace", default="default", show_default=True,
+    help="Namespace for manifests that name none, as kubectl's current context would give them.",
 )
 facts_option = click.option("--facts", type=click.Path(), help="YAML/JSON file of cluster objects: "
                             "Namespaces, PersistentVolumeClaims, StorageClasses, Nodes.")
@@ -98,11 +113,13 @@ def cli() -> None:
 @cli.command()
 @policies_option
 @facts_option
+@namespace_option
 @click.option("-o", "--output", type=click.Choice(["text", "json", "junit", "sarif"]), default="text")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
 @click.argument("paths", nargs=-1, required=True)
-def validate(
-    policy_paths: tuple[str, ...], facts: str | None, output: str, jobs: int | None, paths: tuple[str, ...]
+def validate(  # click passes options by name
+    *, policy_paths: tuple[str, ...], facts: str | None, namespace: str, output: str, jobs: int | None,
+    paths: tuple[str, ...],
 ) -> None:
     """Judge manifests as admission would: mutations first, then checks. PATH may be a file,
     a directory (searched recursively) or - for stdin."""
@@ -110,7 +127,7 @@ def validate(
 
     reporter = Reporter(output, sys.stdout)
     statuses = set()
-    for record in _review(paths, policy_paths, facts, jobs=jobs, render=reporter.render):
+    for record in _review(paths, policy_paths, facts, namespace, jobs=jobs, render=reporter.render):
         reporter.add(record)
         statuses.add(record.status)
     reporter.finish()
@@ -120,8 +137,9 @@ def validate(
 @cli.command()
 @policies_option
 @facts_option
+@namespace_option
 @click.argument("paths", nargs=-1, required=True)
-def mutate(policy_paths: tuple[str, ...], facts: str | None, paths: tuple[str, ...]) -> None:
+def mutate(policy_paths: tuple[str, ...], facts: str | None, namespace: str, paths: tuple[str, ...]) -> None:
     """Print the manifests as the API server would store them (defaults applied); the
     verdicts go to stderr."""
     from mlgate.cli.report import Reporter
@@ -129,7 +147,7 @@ def mutate(policy_paths: tuple[str, ...], facts: str | None, paths: tuple[str, .
 
     reporter = Reporter("text", sys.stderr)
     statuses = set()
-    for record in _review(paths, policy_paths, facts, keep_mutated=True, jobs=1):
+    for record in _review(paths, policy_paths, facts, namespace, keep_mutated=True, jobs=1):
         if record.mutated is not None:
             dump_yaml([record.mutated], sys.stdout)
         reporter.add(record)
@@ -145,6 +163,7 @@ def test_command(output: str, suites: tuple[str, ...]) -> None:
     """Run policy test suites (kind: PolicyTest) and compare every expected result."""
     from mlgate.cli.testsuite import SuiteError, render_outcomes, run_suites
 
+    _one_line_logs()
     try:
         outcomes = run_suites(suites)
     except SuiteError as exc:
@@ -187,21 +206,41 @@ def mig_lint(paths: tuple[str, ...]) -> None:
 
 
 def _review(
-    paths: Sequence[str], policy_paths: Sequence[str], facts_path: str | None,
-    keep_mutated: bool = False, jobs: int | None = None, *, render: Render | None = None,
+    paths: Sequence[str], policy_paths: Sequence[str], facts_path: str | None, namespace: str, *,
+    keep_mutated: bool = False, jobs: int | None = None, render: Render | None = None,
 ) -> Iterator[Record]:
-    from mlgate.cli.review import review
+    from mlgate.cli.review import Settings, review
     from mlgate.loading.documents import InputError
 
-    policies = load_policies(policy_paths)
-    facts = load_facts(facts_path)
+    _one_line_logs()
+    settings = Settings(load_policies(policy_paths), load_facts(facts_path), namespace, keep_mutated)
     try:
-        for record in review(paths, policies, facts, keep_mutated=keep_mutated, jobs=jobs, render=render):
+        for record in review(paths, settings, jobs=jobs, render=render):
             if record.error:
                 click.echo(f"mlgate: {record.where}: {record.error}", err=True)
             yield record
     except InputError as exc:
         fail(str(exc))
+
+
+class _OneLine(logging.Handler):
+    """A rule that raised is already in the report as "could not evaluate"; stderr gets one line, no traceback."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = f"mlgate: {record.getMessage()}"
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None:
+            detail = str(error).strip().splitlines()
+            text += f": {type(error).__name__}: {detail[0] if detail else ''}"
+        click.echo(text, err=True)  # the stderr of the moment, which tests and embedders may swap
+
+
+def _one_line_logs() -> None:
+    """For the offline commands only: `serve` and `operator` configure their own logging."""
+    logger = logging.getLogger("mlgate")
+    if not any(isinstance(h, _OneLine) for h in logger.handlers):
+        # with a handler here, logging's last resort (which prints the traceback) stays silent
+        logger.addHandler(_OneLine())
 
 
 def _exit_code(statuses: set[str]) -> int:

@@ -69,19 +69,20 @@ def _compact(record: Record) -> Record:
 
 def _indented(value: dict[str, Any]) -> str:
     # one result per line: compact JSON goes through the C encoder, indented JSON does not
-    return "    " + json.dumps(value, separators=(",", ":"))
+    # default=str: YAML reads unquoted dates as dates, and the API server would see their text
+    return "    " + json.dumps(value, separators=(",", ":"), default=str)
 
 
 def text_record(record: Record) -> str:
-    head = f"{record.where} [doc {record.index}]"
+    head = f"{record.where} [{record.position}]"
     if record.status == "error":
-        return f"{head} ERROR {record.error}\n"
+        subject = f" {record.identity}:" if record.kind else ""  # known when evaluation, not parsing, failed
+        return f"{head}{subject} ERROR {record.error}\n"
     if record.status == "skipped":
         return f"{head} {record.identity}: skipped ({record.note})\n"
     lines = [f"{head} {record.identity}: {record.status.upper()}"]
     for v in record.violations:
-        mark = "DENY" if v.action == "deny" else v.action.upper()
-        lines.append(f"  {mark} {v.message}")
+        lines.append(f"  {v.action.upper()} {v.message}")
         lines.append(f"       at {record.source}:{v.line}" if v.line else f"       at {record.source}")
     if record.patch:
         lines.append(f"  MUTATE {len(record.patch)} patch operation(s); `mlgate mutate` shows the result")
@@ -99,6 +100,7 @@ def record_json(record: Record) -> dict[str, Any]:
     return {
         "source": record.source,
         "document": record.index,
+        "item": record.item,
         "line": record.line,
         "apiVersion": record.api_version,
         "kind": record.kind,
@@ -124,13 +126,13 @@ def junit(records: Sequence[Record]) -> str:
                        failures=str(counts["denied"]), errors=str(counts["errors"]), skipped=str(counts["skipped"]))
     for record in records:
         case = ET.SubElement(suite, "testcase", classname=record.source,
-                             name=f"[doc {record.index}] {record.identity}")
+                             name=f"[{record.position}] {record.identity}")
         if record.status == "error":
             ET.SubElement(case, "error", message=record.error or "error")
         elif record.status == "skipped":
             ET.SubElement(case, "skipped", message=record.note)
         elif record.status == "denied":
-            blocking = [v for v in record.violations if v.action == "deny" or v.reason == "could not evaluate"]
+            blocking = [v for v in record.violations if v.blocks]
             failure = ET.SubElement(case, "failure", message=blocking[0].message if blocking else "denied")
             failure.text = "\n".join(v.message for v in blocking)
     ET.indent(suite)
@@ -148,14 +150,15 @@ def sarif(records: Sequence[Record]) -> str:
                 location["region"] = {"startLine": v.line}
             results.append({
                 "ruleId": v.rule,
-                "level": "error" if v.action == "deny" else "warning",
+                "level": "error" if v.blocks else "warning",
                 "message": {"text": v.message},
                 "locations": [{"physicalLocation": location,
                                "logicalLocations": [{"fullyQualifiedName": v.path or "/"}]}],
                 "properties": {"policy": v.policy},
             })
         if record.status == "error":
-            results.append({"ruleId": "parse", "level": "error", "message": {"text": record.error},
+            rule_id = "evaluate" if record.kind else "parse"
+            results.append({"ruleId": rule_id, "level": "error", "message": {"text": record.error},
                             "locations": [{"physicalLocation": {"artifactLocation": {"uri": record.source},
                                                                 "region": {"startLine": record.line}}}]})
     run = {"tool": {"driver": {"name": "mlgate", "version": __version__, "rules": list(rules.values())}},

@@ -1,4 +1,8 @@
-"""Run the engine over documents and keep what a report needs: one compact record each.
+"""Run the engine over documents and keep what a report needs: one compact record per object.
+
+An object is a document, or one item of a `kind: List` document (kubectl applies each item on
+its own). Every field path in a record, patch included, points into the document as written,
+so an item's paths start with /items/N and its lines are exact.
 
 Records hold no parsed object, so memory stays flat however many documents pass through.
 Large inputs are spread over worker processes (one per core), file by file, and the
@@ -11,30 +15,46 @@ import gc
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from typing import Any
 
-from mlgate.engine import PolicySet, evaluate
+from mlgate.cli.namespaces import DEFAULT_NAMESPACE, evaluate_in_namespace, in_namespace
+from mlgate.engine import PolicySet
 from mlgate.loading.documents import Document, expand, read_documents
-from mlgate.model.facts import NO_FACTS, ClusterFacts
-from mlgate.model.results import Decision, Outcome
+from mlgate.model import pointer
+from mlgate.model.facts import ClusterFacts
+from mlgate.model.results import Decision, Outcome, RuleResult
 
 GC_THRESHOLD = 200_000
 Render = Callable[["Record"], "Record"]
 FILES_PER_WORKER_MIN = 8  # below this, starting workers costs more than it saves
 
 
+@dataclass(frozen=True)
+class Settings:
+    """What every object is judged against."""
+
+    policies: PolicySet
+    facts: ClusterFacts
+    namespace: str = DEFAULT_NAMESPACE  # for objects that name none, as kubectl's context would give
+    keep_mutated: bool = False
+
+
 @dataclass
 class Violation:
     policy: str
     rule: str
-    action: str
+    action: str  # deny | warn | audit, or error: the rule could not evaluate and its failurePolicy blocks
     path: str
     reason: str
     message: str
     fix: str
     line: int | None = None
+
+    @property
+    def blocks(self) -> bool:
+        return self.action in ("deny", "error")
 
 
 @dataclass
@@ -54,10 +74,15 @@ class Record:
     patch: list[dict[str, Any]] = field(default_factory=list)
     mutated: dict[str, Any] | None = None  # kept only when asked for
     rendered: str | None = None  # the report's text for this record, when the worker wrote it
+    item: int | None = None  # the position in a `kind: List` document's items
 
     @property
     def where(self) -> str:
         return f"{self.source}:{self.line}"
+
+    @property
+    def position(self) -> str:
+        return f"doc {self.index}" if self.item is None else f"doc {self.index}, item {self.item}"
 
     @property
     def identity(self) -> str:
@@ -65,33 +90,90 @@ class Record:
         return f"{self.kind or '?'} {namespace}{self.name or '?'}"
 
 
-def review_document(
-    document: Document, policies: PolicySet, facts: ClusterFacts = NO_FACTS, keep_mutated: bool = False
-) -> Record:
-    record = Record(document.source, document.index, document.line, "error", error=document.error)
+def review_document(document: Document, settings: Settings) -> list[Record]:
+    """One record for the document, or one per item when it is a `kind: List`."""
     data = document.data
     if data is None:
+        return [Record(document.source, document.index, document.line, "error", error=document.error)]
+    if not _is_list(data):
+        return [_review_object(document, data, settings)]
+    items = data.get("items")
+    if not isinstance(items, list):
+        return [Record(document.source, document.index, document.line_of("/items"), "error",
+                       error="List items is not a list")]
+    return [_review_object(document, item, settings, item=index) for index, item in enumerate(items)]
+
+
+def _is_list(data: dict[str, Any]) -> bool:
+    # an empty List holds nothing to judge: it is reported like any other kind
+    return data.get("apiVersion") == "v1" and data.get("kind") == "List" and data.get("items") not in (None, [])
+
+
+def _review_object(document: Document, obj: Any, settings: Settings, *, item: int | None = None) -> Record:
+    prefix = "" if item is None else pointer.join("/items", item)
+    line = document.line if item is None else document.line_of(prefix)
+    record = Record(document.source, document.index, line, "error", item=item)
+    problem = _not_an_object(obj)
+    if problem:
+        record.error = f"line {record.line}: item {item} {problem}"
         return record
-    meta = data.get("metadata")
+    placed = in_namespace(obj, settings.namespace)
+    meta = placed.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
-    record.api_version, record.kind = data.get("apiVersion"), data.get("kind")
-    record.name, record.namespace = meta.get("name") or meta.get("generateName"), meta.get("namespace")
-    decision = evaluate(data, policies, facts=facts)
+    record.api_version, record.kind = _text(placed.get("apiVersion")), _text(placed.get("kind"))
+    record.name, record.namespace = _text(meta.get("name") or meta.get("generateName")), _text(meta.get("namespace"))
+    try:
+        decision = evaluate_in_namespace(obj, settings.policies, settings.namespace, facts=settings.facts)
+    except Exception as exc:  # an engine bug on odd input: this object's error, the others are still judged
+        record.error = f"could not evaluate: {type(exc).__name__}: {_first_line(exc)}"
+        return record
+    if prefix:
+        decision = _under(decision, prefix)
     record.note = decision.note
     record.status = "skipped" if decision.note else ("allowed" if decision.allowed else "denied")
-    record.violations = _violations(document, decision)
+    record.violations = _violations(document, decision, prefix)
     record.warnings = decision.warnings
     record.patch = decision.patch
-    if keep_mutated:
-        record.mutated = decision.mutated if decision.mutated is not None else data
+    if settings.keep_mutated:
+        record.mutated = decision.mutated if decision.mutated is not None else obj
     return record
 
 
-def review(
-    paths: Sequence[str], policies: PolicySet, facts: ClusterFacts = NO_FACTS,
-    keep_mutated: bool = False, jobs: int | None = None, *, render: Render | None = None,
-) -> Iterator[Record]:
-    """Records for every document under `paths`, in order; raises InputError for bad paths.
+def _not_an_object(obj: Any) -> str:
+    """Why a List item is no Kubernetes object, or "" (documents were checked when parsed)."""
+    if not isinstance(obj, dict):
+        return f"is a {type(obj).__name__}, not a Kubernetes object"
+    if not obj.get("kind") or not obj.get("apiVersion"):
+        return f"has no {'kind' if not obj.get('kind') else 'apiVersion'}"
+    return ""
+
+
+def _under(decision: Decision, prefix: str) -> Decision:
+    """The decision on a List item, its paths (findings, patch) moved under the item's pointer."""
+    results = [_result_under(r, prefix) for r in decision.results]
+    patch = [{**op, **{k: prefix + op[k] for k in ("path", "from") if k in op}} for op in decision.patch]
+    return replace(decision, results=results, patch=patch)
+
+
+def _result_under(result: RuleResult, prefix: str) -> RuleResult:
+    if not result.findings:
+        return result
+    return replace(result, findings=tuple(replace(f, path=prefix + f.path) for f in result.findings))
+
+
+def _text(value: Any) -> str | None:
+    # YAML turns `name: 2024-01-01` into a date; the API server would see the text
+    return None if value is None or value == "" else str(value)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "(no message)"
+
+
+def review(paths: Sequence[str], settings: Settings, jobs: int | None = None, *,
+           render: Render | None = None) -> Iterator[Record]:
+    """Records for every object under `paths`, in order; raises InputError for bad paths.
 
     With `render`, each record comes back as `render` left it (its report text written in the
     worker, so that only text and a few counts cross the process boundary).
@@ -104,10 +186,10 @@ def review(
     workers = min(jobs or len(os.sched_getaffinity(0)), max(len(files) // FILES_PER_WORKER_MIN, 1))
     if workers < 2 or "-" in files:
         for document in read_documents(files):
-            record = review_document(document, policies, facts, keep_mutated)
-            yield render(record) if render is not None else record
+            for record in review_document(document, settings):
+                yield render(record) if render is not None else record
         return
-    _WORKER_STATE.update(policies=policies, facts=facts, keep_mutated=keep_mutated, render=render)
+    _WORKER_STATE.update(settings=settings, render=render)
     # fork: workers inherit the loaded policies instead of loading and pickling them again
     with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
         for records in pool.map(_review_file, files, chunksize=4):
@@ -118,18 +200,17 @@ _WORKER_STATE: dict[str, Any] = {}
 
 
 def _review_file(path: str) -> list[Record]:
-    state = _WORKER_STATE
-    render = state["render"]
-    records = [review_document(d, state["policies"], state["facts"], state["keep_mutated"])
-               for d in read_documents([path])]
+    settings, render = _WORKER_STATE["settings"], _WORKER_STATE["render"]
+    records = [r for d in read_documents([path]) for r in review_document(d, settings)]
     return [render(r) for r in records] if render is not None else records
 
 
-def _violations(document: Document, decision: Decision) -> list[Violation]:
+def _violations(document: Document, decision: Decision, prefix: str = "") -> list[Violation]:
     found: list[Violation] = []
     for result in decision.results:
         if result.outcome is Outcome.ERROR and result.blocks:
-            found.append(Violation(result.policy, result.rule, result.action.value, "", "could not evaluate",
+            # labelled by what happened: a warn or audit rule that cannot evaluate still denies under Fail
+            found.append(Violation(result.policy, result.rule, "error", prefix, "could not evaluate",
                                    result.messages()[0], ""))
         elif result.outcome in (Outcome.FAIL, Outcome.WARN):
             for finding, message in zip(result.findings, result.messages(), strict=True):

@@ -14,6 +14,11 @@
           resources: [Pod/too-many]   # Kind/name, or just name
           result: fail                # pass | fail | warn | error | skip
           patchedResource: fixed.yaml # optional: the whole object after mutation
+
+Every PolicyTest document in the YAML/JSON files under the given paths runs, several per file
+if need be. A file there that does not parse stops the run with its file and line: skipping it
+would let a broken suite pass as green. Resources that name no namespace are judged in
+`default`, as `mlgate validate` judges them.
 """
 
 from __future__ import annotations
@@ -24,10 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mlgate.engine import evaluate
+from mlgate.cli.namespaces import DEFAULT_NAMESPACE, evaluate_in_namespace
 from mlgate.engine.patch import diff
 from mlgate.loading.documents import Document, InputError, expand, read_documents
 from mlgate.loading.policies import PolicyLoadError, describe_validation_error, load_policy_paths
@@ -78,50 +82,84 @@ class CaseOutcome:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class LoadedSuite:
+    path: Path  # relative names in the suite are relative to this file's folder
+    label: str  # the file, or file:line when the file holds several suites
+    suite: Suite
+
+
 def run_suites(paths: Sequence[str]) -> list[CaseOutcome]:
-    files = [p for p in _expand(paths) if _is_suite(p)]
-    if not files:
+    suites = [s for path in _expand(paths) for s in _suites_in(path)]
+    if not suites:
         raise SuiteError(f"no PolicyTest suites found in {', '.join(paths)}")
     outcomes: list[CaseOutcome] = []
-    for path in files:
-        outcomes.extend(run_suite(path))
+    for suite in suites:
+        outcomes.extend(run_suite(suite))
     return outcomes
 
 
-def run_suite(path: Path) -> list[CaseOutcome]:
-    suite = _load_suite(path)
-    base = path.parent
+def _suites_in(path: Path) -> list[LoadedSuite]:
+    """Every PolicyTest document in a file under the suite paths.
+
+    A file there that does not read as Kubernetes objects is refused, not passed over: it may
+    be a suite with a typo, and skipping it would turn the run green.
+    """
+    try:
+        documents = list(read_documents([str(path)]))
+    except InputError as exc:
+        raise SuiteError(str(exc)) from exc
+    broken = next((d for d in documents if d.error), None)
+    if broken is not None:
+        raise SuiteError(f"{broken.where}: {broken.error}")
+    tests = [d for d in documents if d.data is not None and d.data.get("kind") == "PolicyTest"]
+    return [LoadedSuite(path, d.where if len(tests) > 1 else str(path), _validated(d)) for d in tests]
+
+
+def _validated(document: Document) -> Suite:
+    try:
+        return Suite.model_validate(document.data)
+    except ValidationError as exc:
+        raise SuiteError("\n".join(f"{document.where}: {line}" for line in describe_validation_error(exc))) from exc
+
+
+def run_suite(loaded: LoadedSuite) -> list[CaseOutcome]:
+    path, suite, base = loaded.path, loaded.suite, loaded.path.parent
     try:
         policies = load_policy_paths([base / p for p in suite.spec.policies])
     except PolicyLoadError as exc:
-        raise SuiteError(f"{path}: policies: {exc}") from exc
+        raise SuiteError(f"{loaded.label}: policies: {exc}") from exc
+    if not policies.policies:  # nothing loaded: every expectation of `skip` would pass
+        raise SuiteError(f"{loaded.label}: policies: no MLPolicy or ClusterMLPolicy documents")
     facts = _facts(base, suite.spec.facts, path)
     old = dict(_resources(base, suite.spec.oldResources, path))
     decisions = {
-        key: (obj, evaluate(obj, policies, facts=facts, operation="UPDATE" if key in old else "CREATE",
-                            old_obj=old.get(key)))
+        key: (obj, evaluate_in_namespace(obj, policies, DEFAULT_NAMESPACE, facts=facts, old_obj=old.get(key),
+                                         operation="UPDATE" if key in old else "CREATE"))
         for key, obj in _resources(base, suite.spec.resources, path)
     }
-    known = {p.key for p in policies.policies}
+    rules = {p.key: {b.rule.id for b in p.bindings} for p in policies.policies}
     outcomes = []
     for expectation in suite.spec.results:
         for name in expectation.resources:
-            outcomes.append(_compare(path, base, expectation, name, decisions, known))
+            outcomes.append(_compare(loaded, expectation, name, decisions, rules))
     return outcomes
 
 
-def _compare(  # noqa: PLR0917
-    path: Path, base: Path, exp: Expectation, name: str,
-    decisions: dict[str, tuple[dict[str, Any], Decision]], known_policies: set[str],
+def _compare(
+    loaded: LoadedSuite, exp: Expectation, name: str,
+    decisions: dict[str, tuple[dict[str, Any], Decision]], rules: dict[str, set[str]],
 ) -> CaseOutcome:
     def outcome(actual: str, passed: bool, detail: str = "") -> CaseOutcome:
-        return CaseOutcome(str(path), exp.policy, exp.rule, name, exp.result, actual, passed, detail)
+        return CaseOutcome(loaded.label, exp.policy, exp.rule, name, exp.result, actual, passed, detail)
 
     matches = [v for k, v in decisions.items() if k == name or k.split("/", 1)[1] == name]
     if len(matches) != 1:
         return outcome("missing", False, f"resource {name!r} matched {len(matches)} resources")
-    if exp.policy not in known_policies:
+    if exp.policy not in rules:
         return outcome("missing", False, f"no policy named {exp.policy!r} in this suite's policies")
+    if exp.rule not in rules[exp.policy]:  # a typo would otherwise pass every `skip` expectation
+        return outcome("missing", False, f"policy {exp.policy!r} has no rule {exp.rule!r}")
     _, decision = matches[0]
     results = [r for r in decision.results if r.policy == exp.policy and r.rule == exp.rule]
     if not results:  # not an ML workload, or the policy does not match this resource
@@ -132,21 +170,12 @@ def _compare(  # noqa: PLR0917
     if actual != exp.result:
         return outcome(actual, False, detail)
     if exp.patchedResource:
-        expected = _single_object(base / exp.patchedResource, path)
+        expected = _single_object(loaded.path.parent / exp.patchedResource, loaded.path)
         if decision.mutated != expected:
             ops = diff(expected, decision.mutated)
             shown = "; ".join(f"{op['op']} {op['path']}" for op in ops[:5])
             return outcome(actual, False, f"patched resource differs from {exp.patchedResource}: {shown}")
     return outcome(actual, True, detail)
-
-
-def _load_suite(path: Path) -> Suite:
-    try:
-        return Suite.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-    except (OSError, yaml.YAMLError) as exc:
-        raise SuiteError(f"{path}: {exc}") from exc
-    except ValidationError as exc:
-        raise SuiteError("\n".join(f"{path}: {line}" for line in describe_validation_error(exc))) from exc
 
 
 def _objects(base: Path, names: list[str], suite: Path, field: str) -> list[Document]:
@@ -192,14 +221,6 @@ def _expand(paths: Sequence[str]) -> list[Path]:
         raise SuiteError(str(exc)) from exc
 
 
-def _is_suite(path: Path) -> bool:
-    try:
-        documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return False
-    return len(documents) == 1 and isinstance(documents[0], dict) and documents[0].get("kind") == "PolicyTest"
-
-
 def render_outcomes(outcomes: Sequence[CaseOutcome], fmt: str) -> str:
     failed = [o for o in outcomes if not o.passed]
     if fmt == "json":
@@ -210,6 +231,6 @@ def render_outcomes(outcomes: Sequence[CaseOutcome], fmt: str) -> str:
     for o in outcomes:
         status = "PASS" if o.passed else "FAIL"
         line = f"{status} {o.suite}: {o.policy}/{o.rule} {o.resource}: expected {o.expected}, got {o.actual}"
-        lines.append(line if o.passed else f"{line}\n     {o.detail}")
+        lines.append(line if o.passed or not o.detail else f"{line}\n     {o.detail}")
     lines.append(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed")
     return "\n".join(lines) + "\n"

@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "cli"
 INPUTS = "tests/cli/inputs"
 BAD_POLICIES = "tests/cli/policies"
+LISTS = "tests/cli/lists"
+NAMESPACES = "tests/cli/namespaces"
 MLGATE = [sys.executable, "-m", "mlgate"]
 
 CASES = {
@@ -28,12 +30,23 @@ CASES = {
     "policy-broken-yaml": ["validate", "-p", f"{BAD_POLICIES}/broken-yaml.yaml", f"{INPUTS}/ok-pod.yaml"],
     "mutate-defaults": ["mutate", f"{INPUTS}/needs-defaults.yaml"],
     "usage-error": ["validate", "-o", "xml", f"{INPUTS}/ok-pod.yaml"],
+    "validate-list-items": ["validate", f"{LISTS}/pods.yaml"],
+    "validate-list-items-json": ["validate", "-o", "json", f"{LISTS}/pods.yaml"],
+    "validate-no-namespace-is-default": ["validate", "-p", f"{NAMESPACES}/policies.yaml",
+                                         f"{NAMESPACES}/no-namespace.yaml"],
+    "validate-namespace-flag": ["validate", "-p", f"{NAMESPACES}/policies.yaml", "-n", "research",
+                                f"{NAMESPACES}/no-namespace.yaml"],
+    "mutate-no-namespace-stays-unwritten": ["mutate", "-p", f"{NAMESPACES}/policies.yaml",
+                                            f"{NAMESPACES}/no-namespace.yaml"],
+    "policy-empty-dir": ["validate", "-p", "tests/cli/policies-empty", f"{INPUTS}/ok-pod.yaml"],
 }
 EXPECTED_EXIT = {
     "validate-allowed": 0, "validate-denied": 1, "validate-mutated": 0, "validate-bad-documents": 2,
     "validate-binary-garbage": 2, "validate-directory-json": 2, "validate-junit": 1, "validate-sarif": 1,
     "validate-missing-file": 2, "policy-unknown-field": 2, "policy-wrong-param-type": 2,
-    "policy-broken-yaml": 2, "mutate-defaults": 0, "usage-error": 2,
+    "policy-broken-yaml": 2, "mutate-defaults": 0, "usage-error": 2, "validate-list-items": 1,
+    "validate-list-items-json": 1, "validate-no-namespace-is-default": 1, "validate-namespace-flag": 0,
+    "mutate-no-namespace-stays-unwritten": 1, "policy-empty-dir": 2,
 }
 
 
@@ -65,7 +78,7 @@ def test_one_bad_document_does_not_hide_the_verdicts_on_the_others():
     result = run_cli(["validate", f"{INPUTS}/multi-with-bad-doc.yaml"])
     out = result.stdout.decode()
     assert "Pod ml/fractional: DENIED" in out
-    assert "ConfigMap not-ml: skipped (not an ML workload: v1/ConfigMap)" in out
+    assert "ConfigMap default/not-ml: skipped (not an ML workload: v1/ConfigMap)" in out
     assert result.returncode == 2
 
 

@@ -28,7 +28,6 @@ SUITES = "tests/policy-suites"
 BROKEN = "tests/policy-suites-broken"
 
 
-
 def run_mlgate(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mlgate", *args], cwd=ROOT, capture_output=True, text=True,
                           check=False)
@@ -50,8 +49,8 @@ def expectations(directory: str = SUITES) -> tuple[tuple[Path, dict[str, Any]], 
     """(suite file, expectation) for every expectation of every suite under `directory`."""
     found = []
     for path in suite_files(directory):
-        (suite,) = [d for d in _documents(path) if d.get("kind") == "PolicyTest"]
-        found += [(path, expectation) for expectation in suite["spec"]["results"]]
+        for suite in [d for d in _documents(path) if d.get("kind") == "PolicyTest"]:
+            found += [(path, expectation) for expectation in suite["spec"]["results"]]
     return tuple(found)
 
 
@@ -122,7 +121,8 @@ def test_a_suite_with_an_unknown_field_is_refused_before_anything_runs() -> None
     result = run_mlgate("test", f"{BROKEN}/unknown-field")
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.startswith(f"mlgate: {BROKEN}/unknown-field/suite.yaml: spec.results[0].resutl: unknown field")
+    assert result.stderr.startswith(
+        f"mlgate: {BROKEN}/unknown-field/suite.yaml:1: spec.results[0].resutl: unknown field")
     assert "Traceback" not in result.stderr
 
 
@@ -134,3 +134,109 @@ def test_a_suite_with_a_missing_policy_file_is_refused_with_the_path() -> None:
     assert result.stderr == (
         f"mlgate: {suite}/suite.yaml: policies: {suite}/no-such-policies.yaml: no such file or directory\n"
     )
+
+
+# One minimal valid suite (a policy allowing one GPU per container, a pod asking for two), and one change per test.
+POLICY = """\
+apiVersion: mlgate.dev/v1alpha1
+kind: ClusterMLPolicy
+metadata: {name: gpu}
+spec:
+  rules:
+    - rule: gpu.max
+      params: {perContainer: 1}
+"""
+RESOURCES = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: two}
+spec:
+  containers:
+    - name: main
+      image: registry.example/train:1.0
+      resources: {limits: {nvidia.com/gpu: 2}}
+"""
+SUITE = """\
+apiVersion: mlgate.dev/v1alpha1
+kind: PolicyTest
+metadata: {name: gpu}
+spec:
+  policies: [policy.yaml]
+  resources: [resources.yaml]
+  results:
+    - {policy: gpu, rule: gpu.max, resources: [Pod/two], result: fail}
+"""
+
+
+def suite_dir(directory: Path, suite: str = SUITE, policy: str = POLICY) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "policy.yaml").write_text(policy)
+    (directory / "resources.yaml").write_text(RESOURCES)
+    (directory / "suite.yaml").write_text(suite)
+    return directory / "suite.yaml"
+
+
+def test_the_minimal_suite_passes(tmp_path: Path) -> None:
+    result = run_mlgate("test", str(suite_dir(tmp_path)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "1 passed, 0 failed"
+
+
+def test_a_suite_between_leading_and_trailing_separators_still_runs(tmp_path: Path) -> None:
+    result = run_mlgate("test", str(suite_dir(tmp_path, "---\n" + SUITE + "---\n")))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "1 passed, 0 failed"
+
+
+def test_every_policytest_in_one_file_runs_and_is_named_by_its_line(tmp_path: Path) -> None:
+    failing = SUITE.replace("result: fail", "result: pass")
+    suite = suite_dir(tmp_path, SUITE + "---\n" + failing)
+    result = run_mlgate("test", str(tmp_path))
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"PASS {suite}:1: gpu/gpu.max Pod/two: expected fail, got fail"
+    assert lines[1] == f"FAIL {suite}:10: gpu/gpu.max Pod/two: expected pass, got fail"
+    assert lines[-1] == "1 passed, 1 failed"
+
+
+def test_a_suite_file_that_does_not_parse_is_an_error_with_its_file_and_line(tmp_path: Path) -> None:
+    suite = suite_dir(tmp_path, SUITE.replace("result: fail}", "result: fail"))
+    result = run_mlgate("test", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"mlgate: {suite}:1: line 9, column 1: invalid YAML: ")
+
+
+def test_a_broken_file_beside_a_passing_suite_fails_the_run(tmp_path: Path) -> None:
+    suite_dir(tmp_path / "good")
+    broken = suite_dir(tmp_path / "broken", SUITE.replace("{name: gpu}", "{name: gpu"))
+    result = run_mlgate("test", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"mlgate: {broken}:1: line 4, column ")
+
+
+def test_an_expectation_naming_a_rule_its_policy_lacks_fails(tmp_path: Path) -> None:
+    suite = suite_dir(tmp_path, SUITE.replace("rule: gpu.max, resources: [Pod/two], result: fail",
+                                              "rule: gpu.nope, resources: [Pod/two], result: skip"))
+    result = run_mlgate("test", str(suite))
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        f"FAIL {suite}: gpu/gpu.nope Pod/two: expected skip, got missing",
+        "     policy 'gpu' has no rule 'gpu.nope'",
+        "0 passed, 1 failed",
+    ]
+
+
+def test_a_suite_whose_policy_files_hold_no_policy_is_refused(tmp_path: Path) -> None:
+    suite = suite_dir(tmp_path, policy="# nothing yet\n")
+    result = run_mlgate("test", str(suite))
+    assert result.returncode == 2
+    assert result.stderr == f"mlgate: {suite}: policies: no MLPolicy or ClusterMLPolicy documents\n"
+
+
+def test_a_resource_without_a_namespace_is_judged_in_default(tmp_path: Path) -> None:
+    in_default = POLICY.replace("metadata: {name: gpu}", "metadata: {name: gpu, namespace: default}").replace(
+        "ClusterMLPolicy", "MLPolicy")
+    suite = suite_dir(tmp_path, SUITE.replace("policy: gpu,", "policy: default/gpu,"), policy=in_default)
+    result = run_mlgate("test", str(suite))
+    assert result.returncode == 0, result.stdout + result.stderr
