@@ -208,4 +208,5 @@ def _pydantic_message(error: Any) -> str:
         return "unknown field"
     if error["type"] == "missing":
         return "required field is missing"
-    return str(error["msg"]).lower()
+    text = str(error["msg"])  # pydantic's sentence, or a validator's own words with check IDs in camelCase
+    return text[:1].lower() + text[1:]

@@ -128,7 +128,8 @@ class Workload:
 
     @property
     def labels(self) -> dict[str, str]:
-        return dict((self.obj.get("metadata") or {}).get("labels") or {})
+        """`metadata.labels`; labels (or metadata) that are not a mapping count as none."""
+        return dict(as_dict(as_dict(self.obj.get("metadata")).get("labels")))
 
     def at(self, ptr: str) -> Any:
         return pointer.resolve(self.obj, ptr)

@@ -1,12 +1,19 @@
-"""Small helpers shared by rule families: resource quantities and container naming."""
+"""Small helpers shared by rule families: resource quantities, what a pod holds at once, and container naming.
+
+What a pod holds at once follows the Kubernetes rule for init containers and native sidecars (KEP-753
+"Exposing Pod Resource Requirements"; `resourcehelper.PodRequests` in k8s.io/component-helpers): regular
+containers and restartable init containers (`restartPolicy: Always`) run together and add up; every other init
+container runs alone, next to the sidecars started before it; the pod needs the larger of the two. Ephemeral
+containers count for nothing.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from mlgate.model.workload import PodTemplate
 
@@ -17,6 +24,14 @@ _SUFFIX = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
 }
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)(m|[kMGTPE]i?|)$")
+# A non-empty label value, or the name part of a qualified name (resource names, label keys); apimachinery
+# `validation.IsValidLabelValue` / `IsQualifiedName`: at most 63 alphanumerics, '-', '_' and '.', alphanumeric
+# at both ends
+NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+SIDECAR_RESTART_POLICY = "Always"  # an init container with it is a native sidecar
+_GPUS = "gpus"
+Amount = TypeVar("Amount", int, Decimal)
 
 
 def is_gpu_resource(name: str) -> bool:
@@ -52,6 +67,12 @@ def _parse_quantity(value: Any) -> Decimal | None:
     return number / 1000 if unit == "m" else number * _SUFFIX[unit]
 
 
+def is_qualified_name(name: str) -> bool:
+    """`[prefix/]name` as Kubernetes requires of resource names: a DNS subdomain prefix and a 63-character name part."""
+    prefix, _, part = name.rpartition("/")
+    return bool(NAME_PART.match(part)) and (not prefix or (len(prefix) <= 253 and bool(_DNS_SUBDOMAIN.match(prefix))))
+
+
 def gpu_resources(container: dict[str, Any], section: str) -> dict[str, Any]:
     """GPU-like entries of resources.<section> (limits or requests)."""
     resources = container.get("resources")
@@ -62,17 +83,22 @@ def gpu_resources(container: dict[str, Any], section: str) -> dict[str, Any]:
 
 
 def gpu_count(container: dict[str, Any]) -> int:
-    """Whole GPUs (or MIG slices) a container asks for: its limits, else its requests."""
+    """GPUs a container asks for (`_whole_gpus`): its limits, else its requests."""
     return _whole_gpus(gpu_resources(container, "limits") or gpu_resources(container, "requests"))
 
 
 def _whole_gpus(entries: Mapping[str, Any]) -> int:
-    total = 0
-    for value in entries.values():
+    """Whole GPUs; MIG devices count one each only where no whole GPU is asked for. A MIG device is a slice of one
+    GPU, so a container that asks for both (gpu.no-mixed-mig refuses it) is not counted 12 + 1 = 13 GPUs."""
+    whole = slices = 0
+    for resource, value in entries.items():
         number = quantity(value)
         if number is not None and number == number.to_integral_value():
-            total += int(number)
-    return total
+            if resource.startswith(MIG_PREFIX):
+                slices += int(number)
+            else:
+                whole += int(number)
+    return whole or slices
 
 
 class ContainerGpus(NamedTuple):
@@ -110,18 +136,52 @@ def _regular_gpus(template: PodTemplate) -> tuple[ContainerGpus, ...]:
 
 
 def pod_gpu_count(template: PodTemplate) -> int:
-    """GPUs a pod holds: regular containers run together; init containers one at a time."""
+    """GPUs a pod holds at once (`pod_effective`): sidecars beside the regular containers, init containers apart."""
     return template.derived(_pod_gpu_count)
 
 
 def _pod_gpu_count(template: PodTemplate) -> int:
-    regular = init = 0
-    for gpus in template_gpus(template):
-        if gpus.key == "containers":
-            regular += gpus.total
-        elif gpus.key == "initContainers":
-            init = max(init, gpus.total)
-    return max(regular, init)
+    held = pod_effective((g.key, g.container, {_GPUS: g.total}) for g in template_gpus(template))
+    return held.get(_GPUS, 0)
+
+
+def is_sidecar(key: str, container: Mapping[str, Any]) -> bool:
+    """A restartable init container (native sidecar): it keeps running beside the regular containers."""
+    return key == "initContainers" and container.get("restartPolicy") == SIDECAR_RESTART_POLICY
+
+
+def pod_effective(
+    parts: Iterable[tuple[str, Mapping[str, Any], Mapping[str, Amount]]],
+) -> dict[str, Amount]:
+    """Per resource, what a pod holds at once, from (container list key, container, its amounts) in spec order;
+    the rule is in the module docstring."""
+    together: dict[str, Amount] = {}  # regular containers and every sidecar
+    sidecars: dict[str, Amount] = {}  # sidecars started so far
+    init_peak: dict[str, Amount] = {}
+    for key, container, amounts in parts:
+        if key == "containers":
+            _add(together, amounts)
+        elif is_sidecar(key, container):
+            _add(together, amounts)
+            _add(sidecars, amounts)
+            _keep_max(init_peak, sidecars)
+        elif key == "initContainers":
+            alone = dict(sidecars)
+            _add(alone, amounts)
+            _keep_max(init_peak, alone)
+    _keep_max(together, init_peak)
+    return together
+
+
+def _add(into: dict[str, Amount], amounts: Mapping[str, Amount]) -> None:
+    for resource, amount in amounts.items():
+        into[resource] = into[resource] + amount if resource in into else amount
+
+
+def _keep_max(into: dict[str, Amount], amounts: Mapping[str, Amount]) -> None:
+    for resource, amount in amounts.items():
+        if resource not in into or amount > into[resource]:
+            into[resource] = amount
 
 
 _CONTAINER_KINDS = {"initContainers": "init container", "ephemeralContainers": "ephemeral container"}

@@ -8,7 +8,8 @@ Markers on every pod template (group name = the workload's `metadata.name`; ml-d
   secondary scheduler's name; scheduler-plugins apis/scheduling/v1alpha1).
 - kueue: label `kueue.x-k8s.io/queue-name` when a queue is set (also on a Job's or Kubeflow job's own labels,
   which Kueue's job integrations read), label `kueue.x-k8s.io/pod-group-name` (also read as an annotation) and
-  annotation `kueue.x-k8s.io/pod-group-total-count` = pods in the group, as a string (Kueue plain_pods.md);
+  annotation `kueue.x-k8s.io/pod-group-total-count` = pods in the group, as a string (Kueue plain_pods.md; a
+  Job's group is the pods that run at once, min(parallelism, completions), as `extract` counts them);
   the scheduler name is left alone.
 - yunikorn: label `yunikorn.apache.org/app-id` = `<namespace>-<name>` (app ids are cluster-wide; `applicationId`
   and the annotation are read as the same), label `yunikorn.apache.org/queue` (or `queue`, or the annotation),
@@ -30,14 +31,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field, field_validator
 
 from mlgate.model import pointer
 from mlgate.model.results import Finding, Skipped
 from mlgate.model.workload import PodTemplate, Workload, as_dict, ensure
-from mlgate.rules.common import quantity
+from mlgate.rules.common import pod_effective, quantity
 from mlgate.rules.gang_markers import (
     _LABEL_VALUE,
     ANNOTATIONS,
@@ -46,6 +47,7 @@ from mlgate.rules.gang_markers import (
     JOB_KINDS,
     JOB_QUEUE_LABELS,
     KUEUE_TOTAL,
+    MARKER_GROUPS,
     MARKERS,
     QUEUE,
     SCHEDULER_NAMES,
@@ -83,7 +85,7 @@ def inject(workload: Workload, params: GangParams, context: Context) -> None:
     the manifest as written (kubectl replace, GitOps) gets back the same markers instead of being
     refused by gang.immutable. A job that had none is never regrouped while it runs."""
     total = workload.total_replicas
-    if not (workload.obj.get("metadata") or {}).get("name") or total < 1:
+    if not as_dict(workload.obj.get("metadata")).get("name") or total < 1:
         return
     if context.operation == "UPDATE" and not _had_gang(workload):
         return
@@ -97,7 +99,9 @@ def inject(workload: Workload, params: GangParams, context: Context) -> None:
             unit.first.pod_target()["schedulerName"] = scheduler_name
     label = JOB_QUEUE_LABELS.get(params.scheduler)
     if label and params.queue and workload.kind in JOB_KINDS and label not in workload.labels:
-        ensure(ensure(workload.obj, "metadata"), "labels")[label] = params.queue
+        metadata = ensure(workload.obj, "metadata")
+        if metadata.get("labels") is None or isinstance(metadata["labels"], dict):  # never replace what was written
+            ensure(metadata, "labels")[label] = params.queue
     _set_job_settings(workload, params, min(params.min_member or total, total))
 
 
@@ -185,20 +189,14 @@ def min_resource(unit: Unit) -> dict[str, str]:
 
 
 def _pod_requests(template: PodTemplate) -> dict[str, Decimal]:
-    """Regular containers (and restartable init sidecars) add up; other init containers run one at a time."""
-    running: dict[str, Decimal] = {}
-    peak: dict[str, Decimal] = {}
-    for key, _, container in template.regular_containers():
-        together = key == "containers" or container.get("restartPolicy") == "Always"
-        resources = as_dict(container.get("resources"))
-        # requests default to limits
-        merged = {**as_dict(resources.get("limits")), **as_dict(resources.get("requests"))}
-        for resource, amount in ((str(r), quantity(v)) for r, v in merged.items()):
-            if amount is not None and together:
-                running[resource] = running.get(resource, Decimal(0)) + amount
-            elif amount is not None:
-                peak[resource] = max(amount, peak.get(resource, amount))
-    return {r: max(running.get(r, Decimal(0)), peak.get(r, Decimal(0))) for r in running.keys() | peak.keys()}
+    """One pod's effective requests (`common.pod_effective`); requests default to limits."""
+    return pod_effective((key, container, _requests(container)) for key, _, container in template.regular_containers())
+
+
+def _requests(container: dict[str, Any]) -> dict[str, Decimal]:
+    resources = as_dict(container.get("resources"))
+    merged = {**as_dict(resources.get("limits")), **as_dict(resources.get("requests"))}
+    return {str(r): amount for r, v in merged.items() if (amount := quantity(v)) is not None}
 
 
 def _text(number: Decimal) -> str:
@@ -362,17 +360,17 @@ def immutable(workload: Workload, params: NoParams, context: Context) -> list[Fi
         return Skipped("no old object to compare with")
     before, after = settings(old), settings(workload)
     findings = []
-    for ptr in sorted(set(before) | set(after)):
-        was, now = before.get(ptr), after.get(ptr)
-        if was is not None and now is not None and was[1] == now[1]:
-            continue
-        what = (now or was or ("", None))[0]
+    for marker in sorted(set(before) | set(after)):
+        was, now = before.get(marker), after.get(marker)
+        if was is not None and now is not None and was.value == now.value:
+            continue  # the same marker, maybe under another of its aliases
+        ptr, what = (now or was or Setting("", "", None))[:2]
         if was is None:
-            detail = f"{what} was added ({_show(now[1] if now else None)})"
+            detail = f"{what} was added ({_show(now.value if now else None)})"
         elif now is None:
-            detail = f"{what} was removed (was {_show(was[1])})"
+            detail = f"{what} was removed (was {_show(was.value)})"
         else:
-            detail = f"{what} changed from {_show(was[1])} to {_show(now[1])}"
+            detail = f"{what} changed from {_show(was.value)} to {_show(now.value)}"
         findings.append(Finding(ptr, "gang setting changed", detail, FIXED))
     return findings
 
@@ -381,19 +379,30 @@ def _show(value: Any) -> str:
     return json.dumps(value)
 
 
-def settings(workload: Workload) -> dict[str, tuple[str, Any]]:
-    """Every gang setting the workload carries: pointer → (what it is, value)."""
-    out: dict[str, tuple[str, Any]] = {}
+class Setting(NamedTuple):
+    pointer: str  # where the field is written
+    what: str
+    value: Any  # for a pod marker: its value, or the distinct values of its aliases where they differ
+
+
+def settings(workload: Workload) -> dict[str, Setting]:
+    """Every gang setting the workload carries, keyed by marker: a pod marker written under any of its aliases
+    (e.g. `scheduling.volcano.sh/group-name` for `scheduling.k8s.io/group-name`) is the same setting."""
+    out: dict[str, Setting] = {}
     for unit in units(workload):
-        for key in MARKERS:
-            if (value := unit.get(key)) is not None:
-                out[unit.at(key)] = (f"{key[0][:-1]} {key[1]} of {unit.roles} pods", value)
+        for aliases in MARKER_GROUPS:
+            found = [(key, value) for key in aliases if (value := unit.get(key)) is not None]
+            if found:
+                key, values = found[0][0], list(dict.fromkeys(value for _, value in found))
+                out[unit.at(aliases[0])] = Setting(unit.at(key), f"{key[0][:-1]} {key[1]} of {unit.roles} pods",
+                                                   values[0] if len(values) == 1 else values)
     for label in JOB_QUEUE_LABELS.values():
         if label in workload.labels:
-            out.setdefault(pointer.join("/metadata/labels", label), (f"label {label}", workload.labels[label]))
+            ptr = pointer.join("/metadata/labels", label)
+            out.setdefault(ptr, Setting(ptr, f"label {label}", workload.labels[label]))
     if workload.gang_pointer:
         for name in ("gang", "scheduler", "queue", "minMember", "minAvailable"):
             ptr = workload.gang_pointer + "/" + name
             if (value := workload.at(ptr)) is not None:
-                out[ptr] = (ptr[1:].replace("/", "."), value)
+                out[ptr] = Setting(ptr, ptr[1:].replace("/", "."), value)
     return out

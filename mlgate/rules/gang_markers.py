@@ -6,11 +6,11 @@ The keys, their aliases and scheduler names are documented in gang.py, which app
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 
 from mlgate.model import pointer
 from mlgate.model.workload import PodTemplate, Workload
+from mlgate.rules.common import NAME_PART
 from mlgate.workloads.extract import REPLICA_SPECS
 
 LABELS, ANNOTATIONS = "labels", "annotations"
@@ -41,13 +41,13 @@ QUEUE: dict[str, Aliases] = {
 }
 OTHER: Aliases = ((ANNOTATIONS, VOLCANO_MIN_MEMBER), (ANNOTATIONS, KUEUE_TOTAL),
                   (ANNOTATIONS, YUNIKORN_TASK_GROUP), (ANNOTATIONS, YUNIKORN_TASK_GROUPS))
-MARKERS: Aliases = tuple(dict.fromkeys([*(k for a in GROUP.values() for k in a),
-                                        *(k for a in QUEUE.values() for k in a), *OTHER]))
+MARKER_GROUPS: tuple[Aliases, ...] = (*GROUP.values(), *QUEUE.values(), *((k,) for k in OTHER))  # one per marker
+MARKERS: Aliases = tuple(dict.fromkeys(k for aliases in MARKER_GROUPS for k in aliases))
 SCHEDULER_NAMES = {"volcano": "volcano", "coscheduling": "scheduler-plugins-scheduler", "yunikorn": "yunikorn",
                    "kai": "kai-scheduler", "kueue": None}
 JOB_QUEUE_LABELS = {"kueue": KUEUE_QUEUE, "kai": KAI_QUEUE}  # also read from the job's own labels
 JOB_KINDS = ("Job", *REPLICA_SPECS)
-_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = NAME_PART  # a non-empty label value
 FIXED = "gang settings are fixed once the job exists; delete and recreate the job to change them"
 
 

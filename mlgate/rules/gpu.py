@@ -14,7 +14,7 @@ One container never mixes full GPUs and MIG devices (NVIDIA k8s-device-plugin, M
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic import Field
@@ -76,7 +76,7 @@ def maximum(workload: Workload, params: MaxParams, context: Context) -> Iterator
             for key, index, container, limited, requested, count in regular_gpus(template):
                 if count > params.per_container:
                     section = "limits" if limited else "requests"
-                    resource = next(iter(limited or requested))
+                    resource = _counted(limited or requested)
                     yield Finding(template.path(key, index, "resources", section, resource),
                                   "too many gpus per container",
                                   f"{container_label(key, container)} asks for {count} GPUs, the limit is "
@@ -122,6 +122,11 @@ def _mixed(workload: Workload) -> Iterator[Finding]:
                 yield Finding(template.path(key, index, "resources"), "gpu and mig mixed",
                               f"{container_label(key, container)} asks for {FULL_GPU} and {', '.join(migs)}",
                               "ask for either whole GPUs or MIG devices, in separate containers or pods")
+
+
+def _counted(entries: Mapping[str, Any]) -> str:
+    """The resource a container's GPU count comes from: a whole-GPU one if any (see `common._whole_gpus`)."""
+    return next((r for r in entries if not r.startswith(MIG_PREFIX)), next(iter(entries)))
 
 
 def _gpu_entries(workload: Workload) -> Iterator[tuple[PodTemplate, str, int, dict[str, Any], str, str]]:

@@ -4,7 +4,11 @@ Fields: `resources.limits` / `resources.requests` of init and regular containers
 (the k8s-device-plugin "mixed" strategy; `+` written as `.`, e.g. `nvidia.com/mig-1g.10gb.me`) and, for the
 "single" strategy, `nvidia.com/gpu` together with a pod `nodeSelector` or required node affinity (`In`) on
 `nvidia.com/gpu.product` whose value ends in `-MIG-<profile>` (e.g. `NVIDIA-A100-SXM4-40GB-MIG-1g.5gb`).
-Allowed values: profiles of the GPU models in `mig_tables` (NVIDIA MIG user guide, mig-parted config-default.yaml).
+Allowed values: profiles of the GPU models in `mig_tables` (NVIDIA MIG user guide, mig-parted config-default.yaml);
+for a product label whose GPU model `mig_tables.model_of_product` can place, profiles of that model only (e.g.
+`NVIDIA-A100-SXM4-80GB-MIG-1g.5gb` is refused: 1g.5gb is an A100-40GB profile). Resource names must be qualified
+names and product values label values (Kubernetes validation: alphanumerics, '-', '_', '.'), so
+`nvidia.com/mig-1g.5gb+me` is refused in favour of `nvidia.com/mig-1g.5gb.me`.
 Strategies (k8s-device-plugin `internal/lm/mig-strategy.go`, `internal/rm/rm.go`): under "single" every MIG device
 is `nvidia.com/gpu` and the profile shows only in the product label; under "mixed" there is one resource per
 profile and the product label names the whole GPU.
@@ -22,13 +26,22 @@ from pydantic import Field
 
 from mlgate.model.results import Finding, Skipped
 from mlgate.model.workload import PodTemplate, Workload, as_dict, as_list
-from mlgate.rules.common import container_label, quantity, regular_gpus
+from mlgate.rules.common import (
+    NAME_PART,
+    container_label,
+    is_qualified_name,
+    pod_effective,
+    quantity,
+    regular_gpus,
+)
 from mlgate.rules.mig_layout import closest, describe
 from mlgate.rules.mig_tables import (
     MEDIA_SUFFIX,
     MIG_RESOURCE_PREFIX,
     MODELS,
+    GpuModel,
     ModelKey,
+    model_of_product,
     models_with,
     profile_of_resource,
     resource_name,
@@ -81,6 +94,12 @@ def profile_exists(workload: Workload, params: ProfileParams, context: Context) 
 
 def _resource_finding(template: PodTemplate, ask: Ask, params: ProfileParams) -> Finding | None:
     profile = profile_of_resource(ask.resource) or ""
+    if not is_qualified_name(ask.resource):
+        return Finding(ask.path(template), "mig resource name invalid",
+                       f"{ask.label} asks for {ask.resource}, which is not a valid resource name, so the API server "
+                       "refuses the pod (a name part holds only alphanumerics, '-', '_' and '.')",
+                       f"ask for {resource_name(profile)}; the device plugin writes a media-extension profile's "
+                       "'+me' as '.me'")
     if params.strategy == "single":
         return Finding(ask.path(template), "mig resource under single strategy",
                        f"{ask.label} asks for {ask.resource}; with the single MIG strategy every MIG device "
@@ -101,16 +120,43 @@ def _selector_finding(path: str, value: str, migs: list[Ask], params: ProfilePar
                        f"{PRODUCT_LABEL}={value} is a single-strategy MIG product; under the mixed strategy "
                        "the label names the whole GPU",
                        f"ask for {resource_name(profile)} instead of {FULL_GPU} and drop the {MIG_MARK} selector")
-    if not models_with(profile, params.gpu_models):
-        return Finding(path, "unknown mig profile",
-                       f"{PRODUCT_LABEL}={value} names MIG profile {profile!r}, which {_scope(params)} offers",
-                       f"end the value with {MIG_MARK}<profile>, one of: {', '.join(_closest(profile, params))}")
-    if params.strategy == "any" and migs:
+    problem = _product_problem(path, value, profile, params)
+    if problem is None and params.strategy == "any" and migs:
         return Finding(path, "mig strategies mixed",
                        f"{PRODUCT_LABEL}={value} selects single-strategy nodes, but {migs[0].label} asks for "
                        f"{migs[0].resource}, which only mixed-strategy nodes offer",
                        f"either ask for {FULL_GPU} on {value} nodes, or drop the selector")
+    return problem
+
+
+def _product_problem(path: str, value: str, profile: str, params: ProfileParams) -> Finding | None:
+    """A single-strategy product that no node can carry: not a label value, or a profile its GPU model lacks."""
+    if not NAME_PART.match(value):
+        return Finding(path, "mig product not a label value",
+                       f"{PRODUCT_LABEL}={value} is not a valid label value, so no node carries it (at most 63 "
+                       "alphanumerics, '-', '_' and '.')",
+                       f"select the value nodes carry, or ask for {resource_name(profile)} on mixed-strategy nodes")
+    model = model_of_product(value.rsplit(MIG_MARK, 1)[0])
+    if model is None:  # a name mlgate cannot place: any model allowed will do
+        if models_with(profile, params.gpu_models):
+            return None
+        return Finding(path, "unknown mig profile",
+                       f"{PRODUCT_LABEL}={value} names MIG profile {profile!r}, which {_scope(params)} offers",
+                       f"end the value with {MIG_MARK}<profile>, one of: {', '.join(_closest(profile, params))}")
+    if model.key not in params.gpu_models:
+        return Finding(path, "mig gpu model not allowed",
+                       f"{PRODUCT_LABEL}={value} selects {model.title} GPUs, which are not among gpuModels "
+                       f"({', '.join(params.gpu_models)})", "select a product of one of those models")
+    if profile not in model.profiles:
+        return Finding(path, "unknown mig profile",
+                       f"{PRODUCT_LABEL}={value} names MIG profile {profile!r}, which {model.title} does not offer",
+                       f"end the value with {MIG_MARK}<profile>, one of: {', '.join(_label_profiles(profile, model))}")
     return None
+
+
+def _label_profiles(profile: str, model: GpuModel) -> list[str]:
+    """The profiles of `model` nearest to `profile` that a label value can name ('+me' ones cannot be written)."""
+    return [p for p in closest(profile, [model], n=len(model.profiles)) if MEDIA_SUFFIX not in p][:3]
 
 
 def _scope(params: ProfileParams) -> str:
@@ -188,13 +234,12 @@ def asks_of(template: PodTemplate, with_full_gpu: bool) -> list[Ask]:
 
 
 def pod_demand(asks: list[Ask]) -> dict[str, int]:
-    """Per resource, what the pod holds at once: regular containers together, init containers one at a time."""
-    need: dict[str, int] = {}
-    for resource in {a.resource for a in asks}:
-        regular = sum(a.count for a in asks if a.resource == resource and a.key == "containers")
-        init = max((a.count for a in asks if a.resource == resource and a.key == "initContainers"), default=0)
-        need[resource] = max(regular, init)
-    return need
+    """Per resource, what the pod holds at once (`common.pod_effective`: sidecars beside the regular containers,
+    other init containers one at a time)."""
+    per_container: dict[tuple[str, int], tuple[dict[str, Any], dict[str, int]]] = {}
+    for ask in asks:  # in container order
+        per_container.setdefault((ask.key, ask.index), (ask.container, {}))[1][ask.resource] = ask.count
+    return pod_effective((key, container, amounts) for (key, _), (container, amounts) in per_container.items())
 
 
 def mig_products(template: PodTemplate) -> list[tuple[str, str]]:

@@ -13,6 +13,12 @@ Sources (mlgate reference ml-domain.md section 1):
   vendor half). Where mig-parted lists A800/H800 ids with the A100/H100 80GB models, both models have identical
   tables, so which of the two an id is filed under only changes the name in messages.
 
+- Models behind a GPU feature discovery product label (`nvidia.com/gpu.product`): the NVML device name with its
+  spaces written as `-` (k8s-device-plugin `internal/lm/resource.go`), e.g. `NVIDIA-A100-SXM4-40GB`,
+  `NVIDIA-H100-80GB-HBM3`, `NVIDIA-A30`; under the single MIG strategy followed by `-MIG-<profile>`. `model_of_product`
+  reads the GPU token (A100, H100, ...) and, where one GPU comes in several sizes, the memory or form token
+  (40GB, 80GB, NVL, ...); that reading is inferred from the naming scheme, and a name it cannot place is left unplaced.
+
 Pinned interpretations: a 4g and a 3g instance never share one GPU, although memory placement alone would allow it
 (NVIDIA/mig-parted#29 "Insufficient Resources"); at most one `+me` instance per GPU; `1g.10gb` means different
 profiles on different models, so validity is always per model.
@@ -121,6 +127,37 @@ _ALL = (
 
 MODELS: Mapping[str, GpuModel] = {m.key: m for m in _ALL}
 BY_DEVICE_ID: Mapping[int, GpuModel] = {i: m for m in _ALL for i in m.device_ids}
+
+
+# (GPU token, the token that tells its size apart or None for "any") -> model key; see the module docstring
+_PRODUCT_TOKENS: Mapping[tuple[str, str | None], str] = {
+    ("A30", None): "a30-24gb",
+    ("A100", "40GB"): "a100-40gb", ("A800", "40GB"): "a100-40gb",
+    ("A100", "80GB"): "a100-80gb", ("A800", "80GB"): "a100-80gb",
+    ("H100", "80GB"): "h100-80gb", ("H100", "PCIE"): "h100-80gb", ("H800", None): "h100-80gb",
+    ("H100", "NVL"): "h100-nvl-94gb", ("H100", "94GB"): "h100-nvl-94gb", ("H800", "NVL"): "h100-nvl-94gb",
+    ("H100", "96GB"): "h100-96gb", ("GH200", "96GB"): "h100-96gb",
+    ("GH200", "144G"): "gh200-144gb", ("GH200", "144GB"): "gh200-144gb",
+    ("H200", None): "h200-141gb",
+    ("B200", None): "b200-180gb",
+    ("GB200", None): "gb200",
+    ("B300", None): "b300",
+    ("GB300", None): "gb300",
+}
+_GPU_TOKENS = frozenset(gpu for gpu, _ in _PRODUCT_TOKENS)
+
+
+def model_of_product(product: str) -> GpuModel | None:
+    """The model a product label names (`NVIDIA-H100-80GB-HBM3` -> H100-80GB), or None where the name does not say."""
+    tokens = product.upper().split("-")
+    gpus = [t for t in tokens if t in _GPU_TOKENS]
+    if len(gpus) != 1:
+        return None
+    sized = [key for t in tokens if (key := _PRODUCT_TOKENS.get((gpus[0], t))) is not None]
+    if len(set(sized)) > 1:
+        return None
+    key = sized[0] if sized else _PRODUCT_TOKENS.get((gpus[0], None))
+    return MODELS[key] if key is not None else None
 
 
 def resource_name(profile: str) -> str:

@@ -106,7 +106,7 @@ class ContainerException(Params):
     """`{name, checks}`, or a bare name: every container-level check skips that container."""
 
     name: ContainerName
-    checks: tuple[CheckID, ...] | None = None
+    checks: tuple[CheckID, ...] | None = Field(default=None, strict=False)  # a YAML list
 
     @model_validator(mode="before")
     @classmethod
@@ -125,11 +125,12 @@ class ContainerException(Params):
 
 
 class Exceptions(Params):
-    capabilities: tuple[Capability, ...] = ()
-    host_path_prefixes: tuple[HostPathPrefix, ...] = ()
-    sysctls: tuple[Sysctl, ...] = ()
-    volume_types: tuple[VolumeType, ...] = ()
-    containers: tuple[ContainerException, ...] = ()
+    # YAML lists (strict=False: see registry.Params); their items stay strict
+    capabilities: tuple[Capability, ...] = Field(default=(), strict=False)
+    host_path_prefixes: tuple[HostPathPrefix, ...] = Field(default=(), strict=False)
+    sysctls: tuple[Sysctl, ...] = Field(default=(), strict=False)
+    volume_types: tuple[VolumeType, ...] = Field(default=(), strict=False)
+    containers: tuple[ContainerException, ...] = Field(default=(), strict=False)
 
     def allow(self) -> Allow:
         containers: dict[str, frozenset[str] | None] = {}
@@ -152,7 +153,7 @@ class BaselineParams(Params):
 
     version: Annotated[str, AfterValidator(_version)] = "latest"
     exceptions: Exceptions = Exceptions()
-    skip_checks: tuple[CheckID, ...] = ()
+    skip_checks: tuple[CheckID, ...] = Field(default=(), strict=False)  # a YAML list
 
     @field_validator("skip_checks")
     @classmethod

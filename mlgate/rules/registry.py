@@ -25,10 +25,12 @@ RULE_ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9]*(-[a-z0-9]+)*
 
 
 class Params(BaseModel):
-    """Base of every rule's parameters: camelCase in YAML, unknown fields refused."""
+    """Base of every rule's parameters: camelCase in YAML, unknown fields refused, and no type coercion, so a
+    wrong-typed parameter (`perPod: "2"`, `perContainer: true`, `perJob: 4.0`) is a load error rather than a
+    quietly different number. A tuple field takes a YAML list only when it says `Field(strict=False)`."""
 
     model_config = ConfigDict(
-        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, strict=True
     )
 
 

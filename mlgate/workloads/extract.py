@@ -4,7 +4,9 @@ Kinds and where their pod templates live:
 - kubeflow.org/v1 PyTorchJob, TFJob, XGBoostJob, MPIJob; kubeflow.org/v2beta1 MPIJob:
   `spec.<x>ReplicaSpecs.<Role>.template` (replicas default 1), run policy at `spec.runPolicy`
   (Kubeflow training-operator v1.9 `pkg/apis/kubeflow.org/v1`, mpi-operator v2beta1).
-- batch/v1 Job: `spec.template`; parallel pods = `spec.parallelism` (default 1).
+- batch/v1 Job: `spec.template`; pods at once = `spec.parallelism` (default 1), at most `spec.completions`
+  (the Job controller never runs more pods than completions remain; Kueue's job integration counts a Job's pods
+  the same way).
 - v1 Pod: `spec` itself.
 - mlgate.dev/v1alpha1 TrainingJob and InferenceService: rendered by `render.py`.
 Anything else is not an ML workload and `extract` returns None.
@@ -46,9 +48,7 @@ def extract(obj: dict[str, Any], old_obj: dict[str, Any] | None = None) -> Workl
     if group == KUBEFLOW_GROUP and kind in REPLICA_SPECS and version in KUBEFLOW_VERSIONS:
         _kubeflow(workload, REPLICA_SPECS[kind])
     elif api_version == "batch/v1" and kind == "Job":
-        spec = as_dict(obj.get("spec"))
-        replicas = spec.get("parallelism", 1)
-        _raw(workload, "/spec/template", "job", replicas if isinstance(replicas, int) else 1)
+        _raw(workload, "/spec/template", "job", job_pods(as_dict(obj.get("spec"))))
         workload.run_policy_pointer = "/spec"
     elif api_version == "v1" and kind == "Pod":
         workload.templates.append(_raw_template(obj, "", "pod", 1))
@@ -57,6 +57,15 @@ def extract(obj: dict[str, Any], old_obj: dict[str, Any] | None = None) -> Workl
     else:
         return None
     return workload
+
+
+def job_pods(spec: dict[str, Any]) -> int:
+    """How many of a Job's pods run at once: min(parallelism, completions), parallelism defaulting to 1."""
+    parallelism, completions = spec.get("parallelism", 1), spec.get("completions")
+    pods = parallelism if isinstance(parallelism, int) and not isinstance(parallelism, bool) else 1
+    if isinstance(completions, int) and not isinstance(completions, bool):
+        pods = min(pods, completions)
+    return pods
 
 
 def _kubeflow(workload: Workload, specs_field: str) -> None:
@@ -177,7 +186,8 @@ def _mlgate(workload: Workload) -> None:
 
 
 def _overlay_path(kind: str, spec: dict[str, Any], main: str, tokens: tuple[str | int, ...]) -> str:
-    """Map a path in the rendered pod spec back to the TrainingJob field the user writes."""
+    """Map a path in the rendered pod spec back to the TrainingJob field the user wrote: the shorthand field
+    (`spec.image`, `spec.resources.gpu`, ...) when it set the value, else the overlay's container of that name."""
     base = "/spec/template/spec"
     if len(tokens) < 2 or tokens[0] not in ("containers", "initContainers", "ephemeralContainers"):
         return pointer.join(base, *tokens)
@@ -185,21 +195,38 @@ def _overlay_path(kind: str, spec: dict[str, Any], main: str, tokens: tuple[str 
     rendered = render.render_pod_spec(kind, spec) if key == "containers" else {}
     names = [c.get("name") for c in rendered.get("containers", [])]
     name = names[index] if key == "containers" and isinstance(index, int) and index < len(names) else None
-    if name == main and rest:
-        if rest[0] in render.SUGAR_FIELDS:
-            return pointer.join("/spec", *rest)
-        if rest[0] == "resources":
-            sugar = _sugar_resource(str(rest[2])) if len(rest) >= 3 else ""
-            if sugar is not None:
-                return pointer.join("/spec/resources", *([sugar] if sugar else []))
     overlay = [c for c in as_dict(as_dict(spec.get("template")).get("spec")).get(key) or []]
-    wanted = name if name is not None else None
-    for position, container in enumerate(overlay):
-        if isinstance(container, dict) and wanted is not None and container.get("name") == wanted:
-            return pointer.join(base, key, position, *rest)
+    position = next((i for i, c in enumerate(overlay) if isinstance(c, dict) and name is not None
+                     and c.get("name") == name), None)
+    if name == main and rest:
+        shorthand = _shorthand(spec, rest)
+        if shorthand is not None:
+            short_ptr, is_set = shorthand
+            # a value set nowhere (a finding about something missing) is best added to the shorthand
+            if is_set or position is None or pointer.resolve(overlay[position], pointer.join("", *rest)) is None:
+                return short_ptr
+    if position is not None:
+        return pointer.join(base, key, position, *rest)
     if key != "containers" or name is None:
         return pointer.join(base, *tokens)
     return pointer.join(base, key, len(overlay), *rest)
+
+
+def _shorthand(spec: dict[str, Any], rest: tuple[str | int, ...]) -> tuple[str, bool] | None:
+    """(pointer of the shorthand field for `rest` of the main container, whether the shorthand sets it)."""
+    field = str(rest[0])
+    if field in render.SUGAR_FIELDS:
+        return pointer.join("/spec", *rest), spec.get(field) is not None
+    if field != "resources":
+        return None
+    resources = as_dict(spec.get("resources"))
+    if len(rest) < 3:  # the whole section: the overlay's, if it has one
+        return "/spec/resources", False
+    resource = str(rest[2])
+    short = _sugar_resource(resource)
+    if short is None:
+        return None
+    return pointer.join("/spec/resources", short), resource in render.resource_limits(resources)
 
 
 def _sugar_resource(resource: str) -> str | None:

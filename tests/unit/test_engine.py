@@ -157,3 +157,13 @@ def test_the_patch_round_trips_for_list_and_type_changes(before, after):
     from mlgate.engine.patch import diff
 
     assert jsonpatch.apply_patch(before, diff(before, after)) == after
+
+
+@pytest.mark.parametrize("labels", ["team=a", ["team", "a"], 7])
+def test_labels_that_are_not_a_mapping_count_as_no_labels_for_matching(labels):
+    obj = change(change(pod(), "/spec/containers/0/resources/limits/nvidia.com~1gpu", "0.5"), "/metadata/labels",
+                 labels)
+    selected = policy_set({"rule": "gpu.limits"}, match={"objectSelector": {"matchLabels": {"team": "a"}}})
+    excluded = policy_set({"rule": "gpu.limits"}, exclude={"objectSelector": {"matchLabels": {"team": "a"}}})
+    assert evaluate(obj, selected).allowed
+    assert not evaluate(obj, excluded).allowed

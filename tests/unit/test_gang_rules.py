@@ -272,3 +272,46 @@ def test_deny_update_of_trainingjob_min_member():
     new = change(old, "/spec/scheduling/minMember", 2)
     decision = decide(new, "gang.immutable", operation="UPDATE", old_obj=old)
     assert decision.violations[0].findings[0].path == "/spec/scheduling/minMember"
+
+
+def test_allow_update_that_only_switches_the_volcano_group_annotation_to_its_alias():
+    old = change(pytorchjob(), WORKER_META + "/annotations", {"scheduling.volcano.sh/group-name": "mnist"})
+    new = change(pytorchjob(), WORKER_META + "/annotations", {"scheduling.k8s.io/group-name": "mnist"})
+    assert outcome(new, "gang.immutable", operation="UPDATE", old_obj=old) is Outcome.PASS
+    assert outcome(old, "gang.immutable", operation="UPDATE", old_obj=new) is Outcome.PASS
+
+
+def test_deny_update_that_switches_alias_and_changes_the_group_once_at_the_new_key():
+    old = change(pytorchjob(), WORKER_META + "/annotations", {"scheduling.volcano.sh/group-name": "mnist"})
+    new = change(pytorchjob(), WORKER_META + "/annotations", {"scheduling.k8s.io/group-name": "other"})
+    decision = decide(new, "gang.immutable", operation="UPDATE", old_obj=old)
+    (finding,) = decision.violations[0].findings
+    assert finding.path == WORKER_META + "/annotations/scheduling.k8s.io~1group-name"
+    assert 'changed from "mnist" to "other"' in finding.detail
+
+
+# --- a Job runs at most min(parallelism, completions) pods at once
+
+
+def test_inject_counts_a_kueue_jobs_group_as_the_pods_that_run_at_once():
+    mutated = inject(change(job(parallelism=4), "/spec/completions", 2), "kueue")
+    assert meta(mutated, "/spec/template/metadata")["annotations"] == {"kueue.x-k8s.io/pod-group-total-count": "2"}
+    assert outcome(mutated, "gang.size") is Outcome.PASS
+
+
+def test_a_job_without_completions_runs_parallelism_pods():
+    mutated = inject(job(parallelism=4), "kueue")
+    assert meta(mutated, "/spec/template/metadata")["annotations"] == {"kueue.x-k8s.io/pod-group-total-count": "4"}
+
+
+def test_yunikorn_min_resource_adds_a_native_sidecar_to_an_init_container_started_after_it():
+    init = [{"name": "proxy", "image": "x", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
+            {"name": "warm", "image": "x", "resources": {"requests": {"cpu": "4"}}}]
+    mutated = inject(change(job(), "/spec/template/spec/initContainers", init), "yunikorn")
+    groups = json.loads(meta(mutated, "/spec/template/metadata")["annotations"][TASK_GROUPS])
+    assert groups[0]["minResource"] == {"cpu": "5", "nvidia.com/gpu": "1"}
+
+
+def test_inject_leaves_job_labels_that_are_not_a_mapping_alone():
+    obj = change(job(), "/metadata/labels", "team=a")
+    assert inject(obj, "kueue", queue="q")["metadata"]["labels"] == "team=a"

@@ -1,3 +1,4 @@
+import pytest
 from builders import change, decide, outcome, pod, trainingjob
 
 from mlgate.loading.policies import compile_policy
@@ -188,3 +189,68 @@ def test_deny_single_strategy_pod_when_no_node_has_that_product():
 
 def test_skip_inventory_for_whole_gpu_pods():
     assert outcome(pod(), "mig.node-inventory", facts=facts(A100_NODE)) is Outcome.SKIP
+
+
+# mig.profile-exists: a single-strategy product names its GPU model, whose own profiles count
+
+
+@pytest.mark.parametrize("product", [
+    "NVIDIA-A100-SXM4-80GB-MIG-1g.5gb",  # an A100-40GB profile
+    "NVIDIA-H100-80GB-HBM3-MIG-7g.40gb",  # the H100's whole-GPU profile is 7g.80gb
+    "NVIDIA-A30-MIG-3g.20gb",  # the A30 has no 3g profile
+])
+def test_deny_product_selector_naming_a_profile_its_own_model_lacks(product):
+    decision = decide(change(pod(), SELECTOR, {PRODUCT: product}), "mig.profile-exists")
+    (finding,) = decision.violations[0].findings
+    assert finding.reason == "unknown mig profile"
+    assert finding.path == "/spec/nodeSelector/nvidia.com~1gpu.product"
+
+
+@pytest.mark.parametrize("product", [
+    "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", "NVIDIA-H100-80GB-HBM3-MIG-7g.80gb", "NVIDIA-A30-MIG-2g.12gb",
+    "A100-SXM4-40GB-MIG-1g.5gb", "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb-SHARED",
+])
+def test_allow_product_selector_naming_a_profile_of_its_model(product):
+    assert outcome(change(pod(), SELECTOR, {PRODUCT: product}), "mig.profile-exists") is Outcome.PASS
+
+
+def test_deny_product_in_node_affinity_whose_model_lacks_the_profile_at_the_value():
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": PRODUCT, "operator": "In", "values": ["NVIDIA-H100-80GB-HBM3-MIG-7g.40gb"]}]}]}}}
+    decision = decide(change(pod(), "/spec/affinity", affinity), "mig.profile-exists")
+    (finding,) = decision.violations[0].findings
+    assert finding.path.endswith("/matchExpressions/0/values/0")
+    assert "which H100/H800-80GB does not offer" in finding.detail
+    assert finding.fix.endswith("one of: 7g.80gb, 4g.40gb, 3g.40gb")
+
+
+def test_deny_product_of_a_model_outside_the_policys_gpu_models():
+    obj = change(pod(), SELECTOR, {PRODUCT: "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"})
+    decision = decide(obj, "mig.profile-exists", A100_40_ONLY)
+    assert decision.violations[0].findings[0].reason == "mig gpu model not allowed"
+
+
+def test_deny_product_value_with_a_plus_no_label_can_hold():
+    obj = change(pod(), SELECTOR, {PRODUCT: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb+me"})
+    (finding,) = decide(obj, "mig.profile-exists").violations[0].findings
+    assert finding.reason == "mig product not a label value"
+    assert "nvidia.com/mig-1g.5gb.me" in finding.fix
+
+
+def test_deny_media_extension_resource_written_with_a_plus():
+    decision = decide(mig_pod("nvidia.com/mig-1g.5gb+me"), "mig.profile-exists")
+    (finding,) = decision.violations[0].findings
+    assert finding.reason == "mig resource name invalid"
+    assert finding.path == limit("nvidia.com/mig-1g.5gb+me")
+    assert finding.fix.startswith("ask for nvidia.com/mig-1g.5gb.me")
+    assert outcome(mig_pod("nvidia.com/mig-1g.5gb.me"), "mig.profile-exists") is Outcome.PASS
+
+
+def test_a_native_sidecars_mig_devices_count_beside_the_main_containers():
+    sidecar = {"name": "side", "image": "registry.example/side:1", "restartPolicy": "Always",
+               "resources": {"limits": {MIG_1G: 4}}}
+    obj = change(mig_pod(count=4), "/spec/initContainers", [sidecar])
+    decision = decide(obj, "mig.node-inventory", facts=facts(A100_NODE))
+    (finding,) = decision.violations[0].findings
+    assert finding.reason == "no node fits the pod's mig devices"
+    assert finding.detail.startswith("the pod needs 8 x nvidia.com/mig-1g.5gb on one node")
