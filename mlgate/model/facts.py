@@ -41,11 +41,16 @@ class StaticFacts:
     def from_objects(cls, objects: Iterable[Mapping[str, Any]]) -> StaticFacts:
         facts = cls()
         for obj in objects:
+            if not isinstance(obj, Mapping):
+                continue  # a facts file is hand-written: an odd entry is not a fact
             kind = obj.get("kind")
-            meta = obj.get("metadata") or {}
-            name = meta.get("name", "")
+            meta = obj.get("metadata")
+            meta = meta if isinstance(meta, Mapping) else {}
+            name = str(meta.get("name") or "")
             if kind == "Namespace":
-                facts.namespaces[name] = dict(meta.get("labels") or {})
+                labels = meta.get("labels")
+                labels = labels if isinstance(labels, Mapping) else {}
+                facts.namespaces[name] = {str(k): str(v) for k, v in labels.items()}
             elif kind == "PersistentVolumeClaim":
                 facts.pvcs[(meta.get("namespace") or "default", name)] = obj
             elif kind == "StorageClass":
@@ -53,7 +58,8 @@ class StaticFacts:
             elif kind == "Node":
                 facts.node_list.append(obj)
             elif kind == "List":
-                nested = cls.from_objects(obj.get("items") or [])
+                items = obj.get("items")
+                nested = cls.from_objects(items if isinstance(items, list) else [])
                 facts.namespaces.update(nested.namespaces)
                 facts.pvcs.update(nested.pvcs)
                 facts.storage_classes.update(nested.storage_classes)

@@ -167,3 +167,13 @@ def test_labels_that_are_not_a_mapping_count_as_no_labels_for_matching(labels):
     excluded = policy_set({"rule": "gpu.limits"}, exclude={"objectSelector": {"matchLabels": {"team": "a"}}})
     assert evaluate(obj, selected).allowed
     assert not evaluate(obj, excluded).allowed
+
+
+def test_a_hand_written_facts_file_with_odd_entries_loses_only_those():
+    facts = StaticFacts.from_objects([
+        {"kind": "Namespace", "metadata": {"name": "ml", "labels": "team=vision"}},
+        {"kind": "Namespace", "metadata": "junk"}, ["not", "an", "object"],
+        {"kind": "List", "items": {"not": "a list"}},
+        {"kind": "Namespace", "metadata": {"name": "ok", "labels": {"team": "nlp"}}},
+    ])
+    assert facts.namespace_labels("ml") == {} and facts.namespace_labels("ok") == {"team": "nlp"}
