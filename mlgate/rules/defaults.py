@@ -28,7 +28,7 @@ from pydantic import Field
 
 from mlgate.model import pointer
 from mlgate.model.workload import PodTemplate, Workload, ensure
-from mlgate.rules.common import pod_gpu_count, regular_gpus
+from mlgate.rules.common import pod_gpu_count, quantity, regular_gpus
 from mlgate.rules.registry import Context, NoParams, Params, mutation
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -42,12 +42,18 @@ def gpu_requests(workload: Workload, params: NoParams, context: Context) -> bool
     changed = False
     for template in workload.templates:
         for _, _, container, limits, requests, _ in regular_gpus(template):
-            missing = {k: v for k, v in limits.items() if k not in requests}
+            # only a count the API server would accept is copied: a bad limit is gpu.limits' to report
+            missing = {k: v for k, v in limits.items() if k not in requests and _whole_count(v)}
             if missing:
                 target = template.container_target(str(container.get("name")))
                 ensure(ensure(target, "resources"), "requests").update(missing)
                 changed = True
     return changed
+
+
+def _whole_count(value: Any) -> bool:
+    number = quantity(value) if not isinstance(value, bool) else None
+    return number is not None and number >= 0 and number == number.to_integral_value()
 
 
 class TolerationParams(Params):

@@ -36,6 +36,13 @@ def test_a_conflicting_gpu_request_is_not_overwritten():
     assert result == obj
 
 
+@pytest.mark.parametrize("limit", [-2, "1.5", 1.5, True, "lots"])
+def test_a_gpu_limit_the_api_server_would_refuse_is_not_copied_into_requests(limit):
+    obj = change(change(pod(), "/spec/containers/0/resources/requests", DELETE),
+                 "/spec/containers/0/resources/limits/nvidia.com~1gpu", limit)
+    assert decide(obj, "defaults.gpu-requests").patch == []
+
+
 def test_gpu_pods_get_the_gpu_toleration_once():
     obj = change(pod(), "/spec/tolerations", DELETE)
     result, _ = patched(obj, "defaults.gpu-toleration")
