@@ -2,11 +2,14 @@
 
 Streams are split on `---` lines before parsing, so one broken document never hides the
 others, and memory stays bounded by the largest document, not the largest file.
-Parsing uses libyaml (CSafeLoader) when present; JSON files go through `json`.
+Parsing uses libyaml (CSafeLoader) when present. JSON files go through `json`, so that they parse
+exactly as JSON; libyaml then composes them too (JSON is YAML flow syntax), for line numbers only.
 """
 
 from __future__ import annotations
 
+import codecs
+import itertools
 import json
 import os
 import re
@@ -18,7 +21,7 @@ from typing import IO, Any
 
 import yaml
 
-from mlgate.loading.linemap import line_at, load_with_node
+from mlgate.loading.linemap import compose_node, line_at, load_with_node
 
 MAX_DOCUMENT_BYTES = 3 * 1024 * 1024  # the API server refuses objects well below this
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -107,8 +110,9 @@ def parse_document(raw: bytes, source: str, index: int, line: int, json_only: bo
     try:
         if json_only:
             data = json.loads(doc.text)
+            doc.node = compose_node(doc.text)
         else:
-            data, doc.node = load_with_node(doc.text)
+            data, doc.node = load_with_node(doc.text, line)
     except json.JSONDecodeError as exc:
         doc.error = f"line {line + exc.lineno - 1}: invalid JSON: {exc.msg}"
         return doc
@@ -137,21 +141,24 @@ def _yaml_error(exc: yaml.YAMLError, first_line: int) -> str:
 
 
 def document_chunks(handle: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
-    """(first line, raw bytes, oversize) per document, reading line by line."""
+    """(first line, raw bytes, oversize) per document, reading line by line.
+
+    A separator with content after it (`--- !!map`, `--- {a: 1}`) stays in its document, whole, so
+    that the parser sees every line and column where the file has it; a comment after it is dropped.
+    """
     buffer: list[bytes] = []
     size = 0
     oversize = False
     start = 1
-    number = 0
-    for number, text in enumerate(handle, start=1):
+    for number, text in enumerate(_without_bom(handle), start=1):
         if text[:3] in _MARKERS and (_SEPARATOR.match(text) or _END.match(text)):
             if buffer or oversize:
                 yield start, b"".join(buffer), oversize
             buffer, size, oversize = [], 0, False
             start = number + 1
-            rest = text[3:].strip() if text.startswith(b"---") else b""
-            if rest:  # `--- {inline: doc}` keeps its content
-                buffer.append(rest + b"\n")
+            rest = text[3:].lstrip() if text.startswith(b"---") else b""
+            if rest and not rest.startswith(b"#"):
+                buffer, size, start = [text], len(text), number
             continue
         size += len(text)
         if size > MAX_DOCUMENT_BYTES:
@@ -160,6 +167,13 @@ def document_chunks(handle: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
             buffer.append(text)
     if buffer or oversize:
         yield start, b"".join(buffer), oversize
+
+
+def _without_bom(handle: IO[bytes]) -> Iterator[bytes]:
+    """The lines of `handle`, the first without a UTF-8 byte order mark: `json` refuses one."""
+    lines = iter(handle)
+    first = next(lines, None)
+    return lines if first is None else itertools.chain((first.removeprefix(codecs.BOM_UTF8),), lines)
 
 
 def dump_yaml(documents: Iterable[dict[str, Any]], out: IO[str]) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import yaml
+from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from mlgate.model import pointer
@@ -16,21 +17,25 @@ except ImportError:  # pragma: no cover
     from yaml import SafeLoader as BaseLoader  # type: ignore[assignment]
 
 _STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
+_MERGE, _TIMESTAMP = "tag:yaml.org,2002:merge", "tag:yaml.org,2002:timestamp"
 # Implicit scalars whose constructors are plain functions of one node (no state, no generator).
 _PLAIN = frozenset({"tag:yaml.org,2002:null", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int",
-                    "tag:yaml.org,2002:float", "tag:yaml.org,2002:timestamp"})
+                    "tag:yaml.org,2002:float"})
 _TAG_CACHE_MAX = 65_536
 _TAG_CACHE_VALUE = 64  # long scalars are rarely repeated; they are not kept
 _resolve: Callable[[Any, type, Any, tuple[bool, bool]], str] = BaseLoader.resolve
 
 
 class SafeLoader(BaseLoader):
-    """The safe loader with a memo for implicit scalar tags.
+    """The safe loader with a memo for implicit scalar tags, and timestamps left as text.
 
     Without path resolvers (the safe loader has none) the tag of a plain scalar depends on its
     text alone, and manifests repeat the same keys and values on every document.
+    Kubernetes (sigs.k8s.io/yaml) reads an unquoted `2024-01-01` as a string, and a date object
+    would not survive JSON output, so no scalar resolves to a timestamp.
     """
 
+    first_line = 1  # where the document starts in its file: duplicate-key messages quote absolute lines
     _tags: ClassVar[dict[str, str]] = {}
 
     def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
@@ -42,6 +47,17 @@ class SafeLoader(BaseLoader):
                     self._tags[value] = tag
             return tag
         return _resolve(self, kind, value, implicit)
+
+
+def _as_text(loader: SafeLoader, node: ScalarNode) -> str:
+    return str(node.value)
+
+
+SafeLoader.yaml_implicit_resolvers = {  # a copy: PyYAML's own loaders keep their timestamps
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP]
+    for first, resolvers in BaseLoader.yaml_implicit_resolvers.items()
+}
+SafeLoader.add_constructor(_TIMESTAMP, _as_text)  # an explicit `!!timestamp` stays text too
 
 
 class _Unusual(Exception):
@@ -68,7 +84,8 @@ def line_at(node: yaml.Node, ptr: str, first_line: int = 1) -> int:
     for token in pointer.split(ptr):
         child: yaml.Node | None = None
         if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
+            # from the end: JSON keeps the last of repeated keys, and merged keys come before the own ones
+            for key_node, value_node in reversed(node.value):
                 if str(key_node.value) == token:
                     line, child = key_node.start_mark.line + first_line, value_node
                     break
@@ -81,9 +98,14 @@ def line_at(node: yaml.Node, ptr: str, first_line: int = 1) -> int:
     return line
 
 
-def load_with_node(text: str | bytes) -> tuple[Any, yaml.Node | None]:
-    """Parse one document once, keeping the node tree: line numbers later cost a walk, not a second parse."""
+def load_with_node(text: str | bytes, first_line: int = 1) -> tuple[Any, yaml.Node | None]:
+    """Parse one document once, keeping the node tree: line numbers later cost a walk, not a second parse.
+
+    A key repeated in one mapping raises ConstructorError, as kubectl refuses it (go-yaml: "already set
+    in map"); `first_line` makes the line of the first occurrence in its message absolute.
+    """
     loader = SafeLoader(text)
+    loader.first_line = first_line
     try:
         node = loader.get_single_node()
         if node is None:
@@ -93,9 +115,29 @@ def load_with_node(text: str | bytes) -> tuple[Any, yaml.Node | None]:
                 return _build(node, loader), node
             except (_Unusual, RecursionError):
                 pass
+        _check_every_mapping(node, loader)  # PyYAML's constructor keeps the last of repeated keys
         return loader.construct_document(node), node
     finally:
         loader.dispose()
+
+
+def compose_node(text: str) -> yaml.Node | None:
+    """The node tree alone, for the line numbers of a document whose value is parsed elsewhere (JSON).
+
+    None when YAML cannot read the text: valid JSON it refuses is rare (a tab before the first brace,
+    a control character in a string), and costs line numbers, not the document.
+    """
+    loader = SafeLoader(text)
+    try:
+        return loader.get_single_node()
+    except yaml.YAMLError:
+        pass
+    finally:
+        loader.dispose()
+    try:  # libyaml refuses JSON's surrogate-pair escapes ("\ud83d\ude00"); PyYAML's own scanner reads them
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
 
 
 def _build(node: yaml.Node, loader: Any) -> Any:
@@ -121,14 +163,54 @@ def _build(node: yaml.Node, loader: Any) -> Any:
             else:
                 raise _Unusual  # merge (`<<`) and value (`=`) keys rewrite the mapping
             mapping[key] = _build(value_node, loader)
+        if len(mapping) != len(node.value):
+            _check_unique(node, loader)
         return mapping
     if kind is SequenceNode and tag == _SEQ:
         return [_build(item, loader) for item in node.value]
     raise _Unusual
 
 
+def _check_unique(node: yaml.Node, loader: SafeLoader) -> None:
+    """ConstructorError at the second of two equal keys of `node`; merge keys (`<<`) may repeat."""
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        if type(key_node) is not ScalarNode or key_node.tag == _MERGE:
+            continue  # complex keys are PyYAML's to build or refuse
+        first = seen.setdefault(_key(key_node, loader), key_node)
+        if first is not key_node:
+            line = first.start_mark.line + loader.first_line
+            raise ConstructorError(None, None, f"duplicate key {key_node.value!r} (first on line {line})",
+                                   key_node.start_mark)
+
+
+def _key(node: ScalarNode, loader: SafeLoader) -> Any:
+    """A scalar key as the mapping will hold it; explicitly tagged keys compare by tag and text."""
+    if node.tag == _STR:
+        return node.value
+    if node.tag in _PLAIN:
+        return loader.yaml_constructors[node.tag](loader, node)
+    return node.tag, node.value
+
+
+def _check_every_mapping(root: yaml.Node, loader: SafeLoader) -> None:
+    """`_check_unique` on each mapping once, in document order, without recursion (aliases may loop)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, MappingNode):
+            _check_unique(node, loader)
+            stack.extend(child for pair in reversed(node.value) for child in reversed(pair))
+        elif isinstance(node, SequenceNode):
+            stack.extend(reversed(node.value))
+
+
 def compose_with_lines(text: str, first_line: int = 1) -> tuple[Any, dict[str, int]]:
-    value, node = load_with_node(text)
+    value, node = load_with_node(text, first_line)
     return value, lines_of(node, "", first_line) if node is not None else {}
 
 
