@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover
 
 _STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
 _MERGE, _TIMESTAMP = "tag:yaml.org,2002:merge", "tag:yaml.org,2002:timestamp"
+MAX_EXPANDED_NODES = 1_000_000  # a 3 MiB document of real objects holds far fewer values
 # Implicit scalars whose constructors are plain functions of one node (no state, no generator).
 _PLAIN = frozenset({"tag:yaml.org,2002:null", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int",
                     "tag:yaml.org,2002:float"})
@@ -115,6 +116,7 @@ def load_with_node(text: str | bytes, first_line: int = 1) -> tuple[Any, yaml.No
                 return _build(node, loader), node
             except (_Unusual, RecursionError):
                 pass
+        _check_expansion(node)  # before anything walks the aliases as copies
         _check_every_mapping(node, loader)  # PyYAML's constructor keeps the last of repeated keys
         return loader.construct_document(node), node
     finally:
@@ -207,6 +209,37 @@ def _check_every_mapping(root: yaml.Node, loader: SafeLoader) -> None:
             stack.extend(child for pair in reversed(node.value) for child in reversed(pair))
         elif isinstance(node, SequenceNode):
             stack.extend(reversed(node.value))
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """ConstructorError for aliases that expand the document past MAX_EXPANDED_NODES, or into itself.
+
+    PyYAML shares an aliased value, but JSON, the API server and every walk over the object copy it:
+    nine levels of nine aliases are 387 million strings ("billion laughs"). go-yaml, under kubectl,
+    refuses such documents too ("excessive aliasing").
+    """
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in sizes:
+            continue
+        children = [c for pair in node.value for c in pair] if isinstance(node, MappingNode) else (
+            node.value if isinstance(node, SequenceNode) else [])
+        if children_done:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in children)
+            if sizes[key] > MAX_EXPANDED_NODES:
+                raise ConstructorError(None, None, f"excessive aliasing: the document expands to more than "
+                                       f"{MAX_EXPANDED_NODES:,} values", root.start_mark)
+            continue
+        if key in open_nodes:
+            raise ConstructorError(None, None, "an alias refers to a value that contains it", node.start_mark)
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
 
 
 def compose_with_lines(text: str, first_line: int = 1) -> tuple[Any, dict[str, int]]:

@@ -156,3 +156,25 @@ def test_json_yaml_cannot_read_still_loads_with_its_fields_at_the_document_line(
     pod = only(text, "pod.json")
     assert pod.data == json.loads(text)
     assert pod.line_of("/spec/hostPID") == 1
+
+
+def laughs(levels: int) -> str:
+    """A pod whose annotations nest `levels` of nine aliases each ("billion laughs")."""
+    rows = ['    l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    rows += [f"    l{n}: &l{n} [{','.join([f'*l{n - 1}'] * 9)}]" for n in range(1, levels)]
+    return POD.replace("  name: trainer\n", "  name: trainer\n  annotations:\n" + "\n".join(rows) + "\n")
+
+
+def test_aliases_that_expand_past_the_limit_are_refused_before_anything_walks_them():
+    (doc,) = documents(laughs(9))  # 9**9 strings once expanded
+    assert doc.data is None and "excessive aliasing" in doc.error
+
+
+def test_a_modest_use_of_aliases_still_loads():
+    (doc,) = documents(laughs(3))
+    assert doc.error is None and len(doc.data["metadata"]["annotations"]["l2"]) == 9
+
+
+def test_an_alias_inside_its_own_anchor_is_refused():
+    (doc,) = documents(POD.replace("  name: trainer\n", "  name: trainer\n  labels: &loop {self: *loop}\n"))
+    assert doc.data is None and "refers to a value that contains it" in doc.error
