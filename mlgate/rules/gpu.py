@@ -84,7 +84,8 @@ def maximum(workload: Workload, params: MaxParams, context: Context) -> Iterator
         pod_total = pod_gpu_count(template)
         if params.per_pod is not None and pod_total > params.per_pod:
             yield Finding(template.path("containers"), "too many gpus per pod",
-                          f"{template.role} pods ask for {pod_total} GPUs, the limit is {params.per_pod}",
+                          f"{'the pod asks' if template.role == 'pod' else f'{template.role} pods ask'} for "
+                          f"{pod_total} GPUs, the limit is {params.per_pod}",
                           "use fewer GPUs per pod and more replicas")
         job_total += pod_total * template.replicas
     if params.per_job is not None and job_total > params.per_job:

@@ -79,7 +79,7 @@ def test_deny_pod_whose_native_sidecar_gpus_add_to_the_main_containers():
     decision = decide(obj, "gpu.max", {"perPod": 8})
     (finding,) = decision.violations[0].findings
     assert finding.reason == "too many gpus per pod"
-    assert "pods ask for 12 GPUs, the limit is 8" in finding.detail
+    assert finding.detail == "the pod asks for 12 GPUs, the limit is 8"
 
 
 def test_allow_plain_init_container_gpus_that_run_before_the_main_container():
@@ -90,7 +90,7 @@ def test_allow_plain_init_container_gpus_that_run_before_the_main_container():
 def test_an_init_container_runs_beside_the_sidecars_started_before_it():
     obj = change(pod(gpus=1), "/spec/initContainers", [sidecar("proxy", 4), sidecar("warm-up", 8, restart_policy=None)])
     decision = decide(obj, "gpu.max", {"perPod": 11})
-    assert "pods ask for 12 GPUs, the limit is 11" in decision.deny_message()
+    assert "the pod asks for 12 GPUs, the limit is 11" in decision.deny_message()
 
 
 def test_job_total_counts_sidecar_gpus_for_every_pod():
