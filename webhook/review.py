@@ -27,6 +27,7 @@ from typing import Any, Literal
 import orjson
 
 from mlgate.engine import PolicySet, evaluate
+from mlgate.engine.match import failure_policy_for
 from mlgate.loading.policies import check_policy_object
 from mlgate.model.facts import ClusterFacts
 from mlgate.model.policy import API_VERSION as POLICY_API_VERSION
@@ -196,7 +197,7 @@ def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, e
     except Exception as exc:  # an engine bug: the policies' failure mode decides, the process stays up
         log.exception("engine failed on %s %s/%s (uid %s)", request.kind, request.namespace, request.name,
                       request.uid)
-        return _engine_failure(request, policies, exc)
+        return _engine_failure(request, policies, facts, exc)
     if decision.note:
         return Admission(request, {"uid": request.uid, "allowed": True}, "skipped")
     return _answer(request, decision)
@@ -262,9 +263,18 @@ def mutations_only(policies: PolicySet) -> PolicySet:
     return view
 
 
-def _engine_failure(request: AdmissionRequest, policies: PolicySet, exc: Exception) -> Admission:
+def _engine_failure(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts,
+                    exc: Exception) -> Admission:
+    """The failure mode of the policies that match the object decides; none matching, it passes."""
     message = f"mlgate could not evaluate this object ({type(exc).__name__}); the webhook log has the details"
-    if any(p.failure_policy is FailurePolicy.FAIL for p in policies.policies):
+    try:
+        mode = failure_policy_for(_in_namespace(request.obj or {}, request.namespace), policies.policies, facts)
+    except Exception:  # matching failed too: the strictest mode in the set
+        mode = max((p.failure_policy for p in policies.policies), key=lambda m: m is FailurePolicy.FAIL,
+                   default=None)
+    if mode is None:
+        return Admission(request, {"uid": request.uid, "allowed": True}, "skipped", messages=[message])
+    if mode is FailurePolicy.FAIL:
         response = {"uid": request.uid, "allowed": False, "status": {"code": 500, "reason": "InternalError",
                                                                      "message": message}}
     else:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mlgate.engine.policyset import Policy
 from mlgate.model.facts import ClusterFacts
 from mlgate.model.policy import MatchBlock
-from mlgate.model.workload import Workload
+from mlgate.model.results import FailurePolicy
+from mlgate.model.workload import Workload, as_dict
 
 NAME_LABEL = "kubernetes.io/metadata.name"  # the API server sets it on every namespace
 
@@ -60,3 +63,18 @@ def applies(policy: Policy, scope: Scope) -> bool:
         return False
     exclude = policy.exclude
     return not (exclude is not None and _any_field(exclude) and _hits(exclude, scope))
+
+
+def failure_policy_for(obj: dict[str, Any], policies: tuple[Policy, ...], facts: ClusterFacts) -> FailurePolicy | None:
+    """What an engine failure on `obj` should do: Fail if any policy that matches its kind, namespace
+    and labels says Fail, Ignore if only Ignore ones match, None if none does.
+
+    Read from the raw object, since the failure may have been in working out the workload itself.
+    """
+    meta = as_dict(obj.get("metadata"))
+    name, namespace = meta.get("name"), meta.get("namespace")
+    bare = Workload(obj, str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""),
+                    name if isinstance(name, str) else "", namespace if isinstance(namespace, str) else "")
+    scope = Scope(bare, facts)
+    modes = {p.failure_policy for p in policies if applies(p, scope)}
+    return FailurePolicy.FAIL if FailurePolicy.FAIL in modes else (FailurePolicy.IGNORE if modes else None)

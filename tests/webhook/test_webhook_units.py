@@ -85,6 +85,10 @@ def test_an_engine_crash_denies_under_a_fail_policy_and_allows_with_a_warning_un
     lenient = admit(request, policy_set({"rule": "gpu.max"}, failurePolicy="Ignore"), NO_FACTS, "validate")
     assert lenient.response["allowed"] is True
     assert "could not evaluate" in lenient.response["warnings"][0]
+    # only policies that match the object decide: a Fail policy for another namespace does not deny
+    elsewhere = policy_set({"rule": "gpu.max"}, failurePolicy="Fail", exclude={"namespaces": ["ml"]})
+    unmatched = admit(request, elsewhere, NO_FACTS, "validate")
+    assert (unmatched.verdict, unmatched.response) == ("skipped", {"uid": request.uid, "allowed": True})
 
 
 def test_a_namespaced_policy_key_becomes_a_valid_audit_annotation_key(monkeypatch):
