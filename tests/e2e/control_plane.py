@@ -232,6 +232,8 @@ class ControlPlane:
             f"--client-ca-file={self.pki.ca_cert}", "--authorization-mode=RBAC",
             "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
             "--disable-admission-plugins=ServiceAccount",
+            # on in OpenShift: setting blockOwnerDeletion needs update on the owner's finalizers
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
             f"--service-account-issuer=https://127.0.0.1:{self.api_port}",
             f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
             "--v=1",

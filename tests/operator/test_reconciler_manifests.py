@@ -43,6 +43,8 @@ def test_rbac_covers_every_child_kind_and_grants_no_wildcard_secret_or_update_on
             group = api_version.rpartition("/")[0]
             for verb in ("list", "watch", "create", "patch", "delete"):
                 assert (group, RESOURCES[kind], verb) in rules, (group, kind, verb)
+    for owner in owners:  # children set blockOwnerDeletion (OwnerReferencesPermissionEnforcement)
+        assert ("mlgate.dev", f"{owner.kind.lower()}s/finalizers", "update") in rules, owner
     assert not any("*" in part for rule in rules for part in rule)
     assert not any(resource == "secrets" for _, resource, _ in rules)
     assert not any(verb == "update" and resource in RESOURCES.values() for _, resource, verb in rules)
