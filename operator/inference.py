@@ -16,7 +16,9 @@
    - `readyReplicas` / `canaryReadyReplicas` from the Deployments' status;
    - `url`: `http://<name>.<namespace>.svc.cluster.local` (the Service listens on port 80) once the Service exists;
    - conditions (one per type, lastTransitionTime moves only on a flip): `Admitted`, `PredictorReady`,
-     `CanaryReady` (with a canary only) and `Ready` (every component has at least one ready replica);
+     `CanaryReady` (with a canary only: it is removed once the canary is off) and `Ready` (every component meant
+     to serve traffic has at least one ready replica). A component the traffic split gives 0 replicas (the
+     predictor at canaryTrafficPercent 100) serves nothing, so it is ready as it is (`NoTrafficShare`);
    - `phase`: Failed (policy violation, or a Deployment reporting ReplicaFailure (e.g. `QuotaExceeded`) or
      ProgressDeadlineExceeded; it clears when the Deployment recovers), Ready, or Pending.
 """
@@ -43,7 +45,7 @@ from .children import (
     repair_drift,
 )
 from .client import ApiError, KubeClient
-from .desired import COMPONENT_LABEL, ISVC_LABEL, desired_inference_children, has_canary
+from .desired import COMPONENT_LABEL, ISVC_LABEL, canary_split, desired_inference_children, has_canary
 from .events import record_event
 from .preflight import namespace_facts, violation
 from .status import now_rfc3339, set_condition
@@ -116,8 +118,9 @@ def inference_status(old: dict[str, Any] | None, isvc: dict[str, Any], owned: di
     meta = isvc["metadata"]
     deployments = {str((c["metadata"].get("labels") or {}).get(COMPONENT_LABEL)): c
                    for k, c in owned.items() if k[1] == "Deployment"}
-    canary = has_canary(isvc.get("spec") or {})
-    conditions = list(status.get("conditions") or [])
+    spec = isvc.get("spec") or {}
+    canary = has_canary(spec)
+    conditions = [c for c in status.get("conditions") or [] if canary or c.get("type") != "CanaryReady"]
     if refused:
         conditions = set_condition(conditions, "Admitted", "False", "PolicyViolation", refused, now=now)
         conditions = set_condition(conditions, "Ready", "False", "PolicyViolation", refused, now=now)
@@ -126,7 +129,8 @@ def inference_status(old: dict[str, Any] | None, isvc: dict[str, Any], owned: di
         conditions = set_condition(conditions, "Admitted", "True", "PolicyAllowed",
                                    "the policies admit the service", now=now)
         components = [("PredictorReady", "predictor"), *([("CanaryReady", "canary")] if canary else [])]
-        verdicts = [_component(deployments.get(component), component) for _, component in components]
+        wanted = dict(zip(("predictor", "canary"), canary_split(spec), strict=True))
+        verdicts = [_component(deployments.get(component), component, wanted) for _, component in components]
         for (kind, _), (value, reason, message) in zip(components, verdicts, strict=True):
             conditions = set_condition(conditions, kind, value, reason, message, now=now)
         failing = next((v for v in verdicts if v[0] == "False" and v[1] not in ("NotCreated", "NoReadyReplicas")),
@@ -148,8 +152,11 @@ def inference_status(old: dict[str, Any] | None, isvc: dict[str, Any], owned: di
     return status
 
 
-def _component(deployment: dict[str, Any] | None, component: str) -> tuple[str, str, str]:
-    """(condition status, reason, message) of one Deployment."""
+def _component(deployment: dict[str, Any] | None, component: str, wanted: dict[str, int]) -> tuple[str, str, str]:
+    """(condition status, reason, message) of one Deployment; `wanted`: replicas per component (the split)."""
+    if wanted[component] == 0 and any(wanted.values()):  # the others take all traffic: nothing to wait for
+        return "True", "NoTrafficShare", (f"the traffic split gives the {component} 0 replicas "
+                                          "(canaryTrafficPercent); the other component serves all traffic")
     if deployment is None:
         return "False", "NotCreated", f"the {component} Deployment does not exist yet"
     for condition in (deployment.get("status") or {}).get("conditions") or []:

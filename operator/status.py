@@ -12,16 +12,22 @@ Phase (first match wins):
 - `Failed`/`ImagePullFailed` when a container's image can never be pulled (waiting with InvalidImageName or
   ErrImageNeverPull: the kubelet does not retry those);
 - `Failed`/`DeadlineExceeded` when runPolicy.activeDeadlineSeconds have passed since startTime;
-- `Succeeded`/`AllReplicasSucceeded` when every expected pod has phase Succeeded;
+- `Succeeded` when the framework's success rule holds (`success_roles`): `ChiefSucceeded`, `MasterSucceeded` or
+  `LauncherSucceeded` when the leading pod succeeded (others may still run; cleanPodPolicy decides their fate),
+  `AllReplicasSucceeded` when every expected pod did;
 - `Running`/`AllReplicasRunning` when every expected pod exists and is Running or Succeeded;
 - `Restarting`/`PodRestarted` when failed pods were just recreated, until every pod runs again;
-- `Created`/`ChildrenCreated` when every desired child exists, or did once (startTime is set);
+- `Created`/`ChildrenCreated` when every desired child exists, or did once (the Created condition is set);
 - `Pending` otherwise.
+Only the pods at the slots the spec asks for count, anywhere above: role and index from the
+`mlgate.dev/replica-type` / `mlgate.dev/replica-index` labels, index below the role's count (a leftover such as
+`llm-worker-2` after replicas 3 -> 2 is being deleted and says nothing about the job).
 Conditions are one per type (Created, Running, Restarting, Succeeded, Failed, Stalled); a condition's
-lastTransitionTime moves only when its status flips. `startTime` is set when the job's children are first all created,
-`completionTime` when it becomes Succeeded or Failed. `replicaStatuses[Role]` counts active (no phase,
-Pending or Running), succeeded and failed pods by the `mlgate.dev/replica-type` label; they freeze once the job
-is finished (so deleting finished pods later changes nothing).
+lastTransitionTime moves only when its status flips. `startTime` is set on the first pass that sees the job
+unfinished (as Kubeflow's training-operator and batch Jobs start the clock at the first sync), so
+activeDeadlineSeconds also runs while some pods cannot be created; `completionTime` is set when the job becomes
+Succeeded or Failed. `replicaStatuses[Role]` counts active (no phase, Pending or Running), succeeded and failed pods
+of the expected slots; they freeze once the job is finished (so deleting finished pods later changes nothing).
 
 `Stalled` says what holds an unfinished job up, in words a user can act on: True with the reason and a message
 naming the pods (sorted) and what to do, False/`Progressing` once the cause is gone (absent until the first
@@ -46,14 +52,15 @@ Like the replica counts, Stalled freezes once the job is finished: it then tells
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["STALLED", "Observation", "compute_status", "condition", "now_rfc3339", "parse_time", "set_condition",
-           "stall"]
+from .desired import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 
-REPLICA_TYPE_LABEL = "mlgate.dev/replica-type"
+__all__ = ["STALLED", "Observation", "compute_status", "condition", "expected_pods", "now_rfc3339", "parse_time",
+           "replica_statuses", "set_condition", "stall", "success_roles"]
+
 TERMINAL = ("Succeeded", "Failed")
 CONDITION_TYPES = ("Created", "Running", "Restarting", "Succeeded", "Failed", "Stalled")
 STALLED = "Stalled"
@@ -92,6 +99,9 @@ class Observation:
 def compute_status(old: dict[str, Any] | None, generation: int | None, seen: Observation,
                    now: str) -> dict[str, Any]:
     status = copy.deepcopy(old or {})
+    seen = replace(seen, pods=expected_pods(seen.pods, seen.expected))
+    if seen.violation is None and status.get("phase") not in TERMINAL and not status.get("startTime"):
+        status["startTime"] = now  # before the phase, so a first pass already measures the deadline from it
     phase, reason, message = _phase(status, seen, now)
     conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
     for kind, value, why, text in _conditions(phase, reason, message, status, seen):
@@ -104,8 +114,6 @@ def compute_status(old: dict[str, Any] | None, generation: int | None, seen: Obs
         status["observedGeneration"] = generation
     if seen.violation is None and (old or {}).get("phase") not in TERMINAL:  # counts freeze at the end
         status["replicaStatuses"] = replica_statuses(seen.pods, seen.expected)
-    if seen.created and phase not in ("Pending",) and not status.get("startTime"):
-        status["startTime"] = now
     if phase in TERMINAL and not status.get("completionTime"):
         status["completionTime"] = now
     return status
@@ -138,12 +146,17 @@ def _phase(status: dict[str, Any], seen: Observation, now: str) -> tuple[str, st
     running = sum(1 for phase in phases.values() if phase == "Running")
     if total and succeeded >= total:
         return "Succeeded", "AllReplicasSucceeded", f"all {total} replicas succeeded"
+    leaders = success_roles(seen.expected)
+    if total and all(counts[role]["succeeded"] >= seen.expected[role] for role in leaders):
+        role = leaders[0]  # not every replica succeeded, so the rule named one leading role
+        return "Succeeded", f"{role}Succeeded", (f"the {role.lower()} succeeded ({succeeded} of {total} replicas "
+                                                 "succeeded)")
     if total and seen.created and running + succeeded >= total:
         return "Running", "AllReplicasRunning", f"{running} of {total} replicas running"
     if seen.restarted or old_phase == "Restarting":
         return "Restarting", "PodRestarted", (f"failed pods recreated; {seen.restarts} of {seen.backoff_limit} "
                                               f"restarts used (runPolicy.backoffLimit)")
-    if seen.created or status.get("startTime"):  # a pod missing later (e.g. refused by a quota) is no new start
+    if seen.created or condition(status, "Created") is not None:  # a pod missing later (e.g. a quota) is no restart
         return "Created", "ChildrenCreated", f"{total} pods and their services created"
     return "Pending", "", ""
 
@@ -328,13 +341,44 @@ def set_condition(conditions: list[dict[str, Any]], kind: str, value: str, reaso
     return out
 
 
+LEADING_ROLES = ("Chief", "Master", "Launcher")  # render.training_roles' names; at most one per job
+
+
+def success_roles(expected: dict[str, int]) -> list[str]:
+    """The roles whose pods must all succeed for the job to succeed (roles as render.training_roles names them).
+
+    - TensorFlow (Chief, Worker, PS): the Chief (or a Master). Kubeflow training-operator's TFJob with the default
+      successPolicy succeeds when its chief/master does, whatever workers and parameter servers still run (PS
+      never exit by themselves).
+    - PyTorch and XGBoost (Master, Worker): the Master. training-operator's PyTorchJob and XGBoostJob: the master's
+      success is the job's (a PyTorchJob without a master needs every worker, the last rule below).
+    - MPI (Launcher, Worker): the Launcher. mpi-operator v2beta1 takes the job's outcome from the launcher; the
+      workers (sshd) never exit by themselves.
+    - JAX and any job of workers only: every expected pod.
+    The pods still running then are cleaned up by runPolicy.cleanPodPolicy.
+    """
+    leading = [role for role in LEADING_ROLES if expected.get(role)]
+    return leading[:1] or list(expected)
+
+
+def expected_pods(pods: list[dict[str, Any]], expected: dict[str, int]) -> list[dict[str, Any]]:
+    """The pods at a slot the spec asks for: role label among `expected`, index label below that role's count."""
+    counts = {role.lower(): count for role, count in expected.items()}
+    out = []
+    for pod in pods:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        count = counts.get(str(labels.get(REPLICA_TYPE_LABEL, "")), 0)
+        index = str(labels.get(REPLICA_INDEX_LABEL, ""))
+        if index.isdecimal() and int(index) < count:
+            out.append(pod)
+    return out
+
+
 def replica_statuses(pods: list[dict[str, Any]], expected: dict[str, int]) -> dict[str, dict[str, int]]:
     roles = {role.lower(): role for role in expected}
     counts = {role: {"active": 0, "succeeded": 0, "failed": 0} for role in expected}
-    for pod in pods:
-        role = roles.get(str(((pod.get("metadata") or {}).get("labels") or {}).get(REPLICA_TYPE_LABEL, "")))
-        if role is None:
-            continue
+    for pod in expected_pods(pods, expected):
+        role = roles[str(((pod.get("metadata") or {}).get("labels") or {})[REPLICA_TYPE_LABEL])]
         phase = str((pod.get("status") or {}).get("phase") or "Pending")
         key = {"Succeeded": "succeeded", "Failed": "failed"}.get(phase, "active")
         counts[role][key] += 1

@@ -9,8 +9,10 @@ EXPECTED = {"Master": 1, "Worker": 2}
 
 
 def pod(name: str, role: str, phase: str | None = "Pending") -> dict[str, Any]:
+    """A pod labelled as desired.py labels them: role, and the index from the name's `-<index>` suffix."""
     status = {"phase": phase} if phase else {}
-    return {"metadata": {"name": name, "labels": {"mlgate.dev/replica-type": role}}, "status": status}
+    labels = {"mlgate.dev/replica-type": role, "mlgate.dev/replica-index": name.rsplit("-", 1)[1]}
+    return {"metadata": {"name": name, "labels": labels}, "status": status}
 
 
 def pods(*phases: str | None) -> list[dict[str, Any]]:
@@ -36,10 +38,10 @@ def test_a_job_whose_children_all_exist_is_created_with_a_start_time():
     assert "completionTime" not in status
 
 
-def test_a_job_with_children_missing_is_pending_without_conditions():
+def test_a_job_with_children_missing_is_pending_without_conditions_but_its_clock_starts():
     status = compute_status(None, 1, seen("Pending", created=False), T0)
     assert (status["phase"], status["conditions"]) == ("Pending", [])
-    assert "startTime" not in status
+    assert status["startTime"] == T0
 
 
 def test_the_same_observation_twice_gives_an_equal_status_so_nothing_is_written():
