@@ -2,11 +2,16 @@
 
 - A child is the owner's when it carries the owner's name label AND an ownerReference with the owner's uid and
   `controller: true` (an object that only shares the name is never touched).
-- Missing children are created; a 409 on create means a same-named object is NOT ours: it is left alone.
+- Missing children are created. A 409 on create means a same-named object exists: it is read, and when it is
+  ours after all (our uid, label gone) it is adopted so the drift repair puts the label back; otherwise it is left
+  alone and named in `Outcome.conflicts` with its controller, and the pass asks to look again after
+  CONFLICT_RETRY_SECONDS, not at once (the other object will not go away by itself).
 - Existing children are compared on the fields the reconciler owns (`owned_fields`) and get one merge patch only
   where those differ, carrying the child's resourceVersion (a 409 means someone wrote first: run again).
   The comparison (`drift`) tolerates what the API server does to a stored object: it adds defaulted fields,
-  drops empty values (`omitempty`) and writes resource quantities in canonical form (1 -> "1", 0.5 -> "500m").
+  drops empty values (`omitempty`) and writes quantities in canonical form (1 -> "1", 0.5 -> "500m",
+  "1.5Gi" -> "1536Mi"), so values are compared as quantities where the API types them so (QUANTITY_MAPS,
+  QUANTITY_FIELDS) and nowhere else (an env value "1.5Gi" stays a string).
 - The finalizer `mlgate.dev/cleanup` goes on before anything is created, and comes off only when no child is
   left, so a reconciler that restarts mid-way simply runs the deletion again (deletes are idempotent).
 """
@@ -41,7 +46,11 @@ __all__ = [
 log = logging.getLogger("mlgate.reconciler")
 FINALIZER = "mlgate.dev/cleanup"
 ChildKey = tuple[str, str, str]  # (apiVersion, kind, name)
-QUANTITY_MAPS = ("limits", "requests")  # maps whose values the API server canonicalizes as quantities
+# maps whose every value is a quantity: container resources, PodSpec.overhead, a Volcano PodGroup's minResources
+QUANTITY_MAPS = ("limits", "requests", "overhead", "minResources")
+QUANTITY_FIELDS = ("sizeLimit", "divisor")  # emptyDir.sizeLimit, resourceFieldRef.divisor
+QUANTITY_FIELDS_UNDER = {"target": ("value", "averageValue")}  # an HPA metric's target
+CONFLICT_RETRY_SECONDS = 30.0  # a same-named object of someone else's: look again later, not every second
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,7 @@ class Outcome:
     finalized: bool = False  # the finalizer was removed (the owner can go)
     requeue: bool = False  # state moved under us; run again soon
     requeue_after: float | None = None  # seconds until the owner changes on its own (a deadline, a TTL)
+    conflicts: dict[str, str] = field(default_factory=dict)  # "Service/shared" -> who holds that name instead
 
     @property
     def wrote(self) -> bool:
@@ -106,8 +116,37 @@ def create_missing(client: KubeClient, desired: list[dict[str, Any]], owned: dic
         except ApiError as exc:
             if exc.status != 409:
                 raise
-            log.warning("%s/%s exists but is not controlled by its owner; leaving it alone", *child_key[1:])
-            outcome.requeue = True
+            _conflict(client, child, owned, outcome)
+
+
+def _conflict(client: KubeClient, child: dict[str, Any], owned: dict[ChildKey, dict[str, Any]],
+              outcome: Outcome) -> None:
+    """A create answered 409: adopt the object when its controller is our owner, else name who holds it."""
+    api_version, kind, name = key(child)
+    meta = child["metadata"]
+    existing = client.get(api_version, kind, meta["namespace"], name)
+    if existing is None:  # deleted since: create it next pass
+        outcome.requeue = True
+        return
+    uid = next((ref.get("uid") for ref in meta.get("ownerReferences") or []), None)
+    controller = _controller(existing)
+    if uid and controller.get("uid") == uid:  # ours without our label (hand-edited): repair_drift restores it
+        existing.setdefault("apiVersion", api_version)
+        existing.setdefault("kind", kind)
+        owned[(api_version, kind, name)] = existing
+        return
+    holder = f"{controller.get('kind')} {controller.get('name')!r}" if controller else "no controller"
+    outcome.conflicts[f"{kind}/{name}"] = holder
+    log.warning("%s/%s/%s exists and belongs to %s, not to its owner; leaving it alone", meta["namespace"], kind,
+                name, holder)
+    later = outcome.requeue_after
+    outcome.requeue_after = CONFLICT_RETRY_SECONDS if later is None else min(later, CONFLICT_RETRY_SECONDS)
+
+
+def _controller(obj: dict[str, Any]) -> dict[str, Any]:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    found: dict[str, Any] = next((ref for ref in refs if ref.get("controller")), {})
+    return found
 
 
 def delete_unwanted(client: KubeClient, desired: list[dict[str, Any]], owned: dict[ChildKey, dict[str, Any]],
@@ -161,13 +200,14 @@ def _removals(child: dict[str, Any], live: dict[str, Any], patch: dict[str, Any]
     return bool(extra)
 
 
-def drift(wanted: Any, live: Any, quantities: bool = False) -> bool:
+def drift(wanted: Any, live: Any, quantities: bool = False, parent: str = "") -> bool:
     """True when `live` lacks or differs from something in `wanted`, as stored by the API server.
-    `quantities`: the values compared sit in a resources limits/requests map."""
+    `quantities`: the value compared is a quantity (it sits in a QUANTITY_MAPS map or a QUANTITY_FIELDS key);
+    `parent`: the key of the map being compared (an HPA's `target`)."""
     if isinstance(wanted, dict):
         if not isinstance(live, dict):
             return True
-        return any(drift(v, live[k], k in QUANTITY_MAPS if isinstance(v, dict) else quantities) if k in live
+        return any(drift(v, live[k], _is_quantity(parent, k, v, quantities), k) if k in live
                    else _non_empty(v) for k, v in wanted.items())
     if isinstance(wanted, list):
         return (not isinstance(live, list) or len(live) != len(wanted)
@@ -177,6 +217,13 @@ def drift(wanted: Any, live: Any, quantities: bool = False) -> bool:
         parsed = quantity(wanted)
         return parsed is None or parsed != quantity(live)
     return bool(wanted != live)
+
+
+def _is_quantity(parent: str, name: str, value: Any, inherited: bool) -> bool:
+    """Whether the value under key `name` (in the map under `parent`) is compared as a quantity."""
+    if isinstance(value, dict):
+        return name in QUANTITY_MAPS
+    return inherited or name in QUANTITY_FIELDS or name in QUANTITY_FIELDS_UNDER.get(parent, ())
 
 
 def _non_empty(value: Any) -> bool:

@@ -16,7 +16,11 @@
    job's namespace labels (read from the API, so namespaceSelector policies match as in the webhook) and
    `known=False` for everything else (rules that need PVCs, storage classes or nodes skip, never guess).
    The pre-flight gates materialization only: a job that already got its children (phase Created or later)
-   is not failed by a policy added afterwards; admission decides about updates.
+   is not failed by a policy added afterwards; admission decides about updates. A refused job is checked again
+   every pass: once the engine admits it (its spec was fixed, or the policy changed) the failure is dropped and
+   the job starts over from Pending. Before the policies, `preflight.invalid_name` checks that the API accepts
+   the names of every child (a Service name is a DNS-1035 label, a pod's hostname `<job>-master-0` at most 63
+   characters): if not, Failed/InvalidName, nothing created, for good (a name never changes).
 5. Restarts: with runPolicy.backoffLimit, failed pods are deleted and recreated while the restarts used (the
    job annotation `mlgate.dev/restarts`, written BEFORE the deletes so a crash never under-counts) stay within
    the limit; beyond it the status says Failed/BackoffLimitExceeded.
@@ -28,6 +32,15 @@
    the pass asks to run again (`outcome.requeue`) to retry once the quota has room. A PodGroup whose kind
    the API server does not serve (404: Volcano's or coscheduling's CRDs are not installed) is handled the
    same way: the pods are still created, and the status says Stalled/GangSchedulerMissing. Existing children are
+   A create refused for another reason (a 4xx in REFUSED: invalid, forbidden by admission, too large) does not
+   stop the pass either: the status says Stalled/ChildRefused with the child and the API's message. A 409 from a
+   same-named object someone else controls (children.create_missing reads it) makes Stalled/NameConflict naming
+   the object and its controller. Both come with a Warning Event (on the Stalled change) and are retried with a
+   backoff (`stall_backoff`: the time stalled so far, 5 s to 5 min), never every second.
+   Owned children the spec no longer asks for (pods beyond a lowered replica count, a PodGroup once gang
+   scheduling is off, a ConfigMap once the job is not MPI) are deleted, as Kubeflow does, while the job is
+   admitted and unfinished; ConfigMaps and PodGroups are listed for that only after a spec change (generation
+   differs from observedGeneration). Existing children are
    compared on the fields the reconciler owns (`owned_fields`: labels it sets on every child; a Service's
    selector, ports, clusterIP and publishNotReadyAddresses; a ConfigMap's data; a PodGroup's spec) and get one
    merge patch only where those differ (hand edits drift back). A pod's spec is not repaired (mostly
@@ -60,6 +73,7 @@ from .children import (
     Outcome,
     OwnerKind,
     create_missing,
+    delete_unwanted,
     ensure_finalizer,
     finalize,
     key,
@@ -69,8 +83,17 @@ from .children import (
 from .client import ApiError, KubeClient
 from .desired import JOB_LABEL, desired_children
 from .events import record_event
-from .preflight import namespace_facts, violation
-from .status import STALLED, TERMINAL, Observation, compute_status, condition, now_rfc3339, parse_time
+from .preflight import invalid_name, namespace_facts, violation
+from .status import (
+    STALLED,
+    TERMINAL,
+    Observation,
+    compute_status,
+    condition,
+    now_rfc3339,
+    parse_time,
+    set_condition,
+)
 
 __all__ = ["FINALIZER", "JOB_API", "TRAINING", "Outcome", "reconcile_training_job"]
 
@@ -84,6 +107,11 @@ RESTARTS_ANNOTATION = "mlgate.dev/restarts"  # pod restarts used, counted per jo
 # in the ResourceQuota admission plugin's 403 messages: over the quota, or a pod without the requests or
 # limits a quota on them requires ("failed quota: <name>: must specify limits.cpu for: ...")
 QUOTA_REFUSALS = ("exceeded quota", "failed quota")
+REFUSED = (400, 403, 404, 413, 422)  # creates the API refuses for good until something changes (not 409, 429)
+POLICY_VIOLATION, INVALID_NAME = "PolicyViolation", "InvalidName"  # pre-flight reasons of the Failed condition
+NAME_CONFLICT, CHILD_REFUSED = "NameConflict", "ChildRefused"  # Stalled reasons this module sets
+STALL_BACKOFF = (5.0, 300.0)  # seconds: the first retry of a refused create, and the longest wait
+Verdict = tuple[str, str]  # (reason, message) of a pre-flight refusal
 
 
 def reconcile_training_job(client: KubeClient, namespace: str, name: str, policies: PolicySet, *,
@@ -100,13 +128,12 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
     finalized = ensure_finalizer(client, job, outcome)
     if finalized is None:
         return outcome
-    job = finalized
-    violation = _gate(client, job, policies, facts)
-    desired = [] if violation else desired_children(job)
-    kinds = _listed_kinds(desired)
+    job, verdict = _gate(client, finalized, policies, facts)
+    desired = [] if verdict else desired_children(job)
+    kinds = _listed_kinds(job, desired)
     owned = owned_children(client, job, TRAINING, kinds)
     refusals = Refusals()
-    if violation is None and (job.get("status") or {}).get("phase") not in TERMINAL:
+    if verdict is None and (job.get("status") or {}).get("phase") not in TERMINAL:
         try:
             job = _restart_failed(client, job, owned, outcome)
         except ApiError as exc:
@@ -114,9 +141,10 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
                 raise
             outcome.requeue = True  # the job changed under us: count restarts on fresh state next pass
             return outcome
+        delete_unwanted(client, desired, owned, outcome)  # pods beyond the replicas, a PodGroup no longer asked
         refusals = _create(client, desired, owned, outcome)
         repair_drift(client, desired, owned, outcome)
-    status, pods = _write_status(client, job, violation, policies=policies, facts=facts, now=now, outcome=outcome,
+    status, pods = _write_status(client, job, verdict, policies=policies, facts=facts, now=now, outcome=outcome,
                                  refusals=refusals, owned=owned, desired=desired, kinds=kinds)
     _clean_up(client, job, status, pods, outcome)
     if ttl_expired(job, status, now()):
@@ -124,15 +152,18 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
         outcome.deleted.append(f"{JOB_KIND}/{name}")
         outcome.requeue = True
     else:
-        outcome.requeue_after = next_change(job, status, now())
+        stamp = now()
+        waits = [s for s in (next_change(job, status, stamp), stall_backoff(status, stamp)) if s is not None]
+        outcome.requeue_after = min(waits, default=None)
     return outcome
 
 
-def _listed_kinds(desired: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
-    """The child kinds a pass reads: pods and services always, a ConfigMap or PodGroup only when desired (the
-    finalizer pass reads every kind, so nothing is left behind)."""
+def _listed_kinds(job: dict[str, Any], desired: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """The child kinds a pass reads: pods and services always, a ConfigMap or PodGroup only when desired or
+    after a spec change, which may have made one unwanted (the finalizer pass reads every kind)."""
+    changed = job["metadata"].get("generation") != (job.get("status") or {}).get("observedGeneration")
     wanted = {("v1", "Pod"), ("v1", "Service")} | {(c["apiVersion"], c["kind"]) for c in desired}
-    return tuple(kind for kind in TRAINING.children if kind in wanted)
+    return tuple(kind for kind in TRAINING.children if changed or kind in wanted)
 
 
 def next_change(job: dict[str, Any], status: dict[str, Any], now: str) -> float | None:
@@ -151,16 +182,37 @@ def next_change(job: dict[str, Any], status: dict[str, Any], now: str) -> float 
 # --- pre-flight --------------------------------------------------------------------------------------
 
 
-def _gate(client: KubeClient, job: dict[str, Any], policies: PolicySet, facts: ClusterFacts | None) -> str | None:
-    """The pre-flight verdict for a job not yet materialized (or already refused); None for the others."""
+def _gate(client: KubeClient, job: dict[str, Any], policies: PolicySet,
+          facts: ClusterFacts | None) -> tuple[dict[str, Any], Verdict | None]:
+    """(the job, the pre-flight verdict) for a job not yet materialized or refused so far; a refused job the
+    engine now admits comes back without its failure, so the pass materializes it."""
     status = job.get("status") or {}
-    refused = any(c.get("type") == "Failed" and c.get("reason") == "PolicyViolation"
-                  for c in status.get("conditions") or [])
-    if status.get("phase") not in (None, "Pending") and not refused:
-        return None
+    refused = _refused(status)
+    if status.get("phase") not in (None, "Pending") and refused is None:
+        return job, None
+    bad_name = invalid_name(job)
+    if bad_name is not None:
+        return job, (INVALID_NAME, bad_name)
     if facts is None:  # read only when the gate runs: a materialized job's passes skip the namespace GET
         facts = namespace_facts(client, job["metadata"]["namespace"])
-    return violation(job, policies, facts)
+    found = violation(job, policies, facts)
+    if found is not None:
+        return job, (POLICY_VIOLATION, found)
+    return (job if refused is None else {**job, "status": _reopened(status)}), None
+
+
+def _refused(status: dict[str, Any]) -> str | None:
+    """The pre-flight reason a job failed with, if it did."""
+    failed = condition(status, "Failed") or {}
+    reason = failed.get("reason")
+    return str(reason) if status.get("phase") == "Failed" and reason in (POLICY_VIOLATION, INVALID_NAME) else None
+
+
+def _reopened(status: dict[str, Any]) -> dict[str, Any]:
+    """A refused job's status without the refusal: it starts over (status.py keeps a Failed phase for good)."""
+    out = {k: v for k, v in status.items() if k not in ("phase", "completionTime")}
+    out["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "Failed"]
+    return out
 
 
 # --- restarts ----------------------------------------------------------------------------------------
@@ -200,6 +252,8 @@ class Refusals:
 
     quota: dict[str, str] = field(default_factory=dict)  # a ResourceQuota's 403: the API's message
     unserved: dict[str, str] = field(default_factory=dict)  # a PodGroup kind without its CRDs (404): apiVersion
+    refused: dict[str, str] = field(default_factory=dict)  # any other 4xx in REFUSED: "<status>: <message>"
+    conflicts: dict[str, str] = field(default_factory=dict)  # a 409 from someone else's object: its controller
 
 
 def _create(client: KubeClient, desired: list[dict[str, Any]], owned: dict[ChildKey, dict[str, Any]],
@@ -217,16 +271,53 @@ def _create(client: KubeClient, desired: list[dict[str, Any]], owned: dict[Child
                 refused.quota[child_name] = message
             elif exc.status == 404 and child["kind"] == "PodGroup":
                 refused.unserved[child_name] = child["apiVersion"]
+            elif exc.status in REFUSED:  # said in the status and retried with a backoff (stall_backoff)
+                refused.refused[child_name] = f"{exc.status}: {message}"
+                continue
             else:
                 raise
             outcome.requeue = True  # quota may free up, CRDs may be installed: look again later
+    refused.conflicts = dict(outcome.conflicts)
     return refused
+
+
+def _create_stall(refusals: Refusals) -> tuple[str, str] | None:
+    """(reason, message) for the Stalled condition when a create was refused for good or hit a name conflict."""
+    if refusals.conflicts:
+        held = "; ".join(f"{_child(name)} exists and belongs to {holder}"
+                         for name, holder in sorted(refusals.conflicts.items()))
+        return NAME_CONFLICT, (f"{held}, not to this job: rename the job, or delete or rename the other object; "
+                               "retried with a backoff")
+    if refusals.refused:
+        first = sorted(refusals.refused)[0]
+        others = f" (and {len(refusals.refused) - 1} more)" if len(refusals.refused) > 1 else ""
+        return CHILD_REFUSED, (f"{_child(first)}{others} could not be created: {refusals.refused[first]}; fix the "
+                               "job's spec, or what refuses it (an admission webhook or policy); retried with a "
+                               "backoff")
+    return None
+
+
+def _child(name: str) -> str:
+    kind, _, child = name.partition("/")
+    return f"{kind} {child!r}"
+
+
+def stall_backoff(status: dict[str, Any], now: str) -> float | None:
+    """Seconds until a job stalled on a refused create looks again: as long as it has been stalled (so the
+    waits double), within STALL_BACKOFF; None when it is not stalled so."""
+    stalled = condition(status, STALLED) or {}
+    if stalled.get("status") != "True" or stalled.get("reason") not in (NAME_CONFLICT, CHILD_REFUSED):
+        return None
+    since = stalled.get("lastTransitionTime")
+    elapsed = (parse_time(now) - parse_time(str(since))).total_seconds() if since else 0.0
+    low, high = STALL_BACKOFF
+    return min(high, max(low, elapsed))
 
 
 # --- status ------------------------------------------------------------------------------------------
 
 
-def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None, *, policies: PolicySet,
+def _write_status(client: KubeClient, job: dict[str, Any], verdict: Verdict | None, *, policies: PolicySet,
                   facts: ClusterFacts | None, now: Callable[[], str], outcome: Outcome, refusals: Refusals,
                   owned: dict[ChildKey, dict[str, Any]], desired: list[dict[str, Any]],
                   kinds: tuple[tuple[str, str], ...]) -> tuple[dict[str, Any], list[Any]]:
@@ -239,19 +330,23 @@ def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None
     for attempt in range(STATUS_RETRIES):
         if attempt:
             owned = owned_children(client, job, TRAINING, kinds)
-            desired = [] if violation else desired_children(job)
+            desired = [] if verdict else desired_children(job)
         pods = [c for (_, kind, _), c in owned.items() if kind == "Pod"]
         podgroups = [c for (_, kind, _), c in owned.items() if kind == "PodGroup"]
         desired_keys = {key(c) for c in desired}
         limit = (spec.get("runPolicy") or {}).get("backoffLimit")
+        refused = verdict[1] if verdict else None
         seen = Observation(pods=pods, expected=expected, created=bool(desired_keys) and desired_keys <= set(owned),
-                           violation=violation, deadline_seconds=deadline if isinstance(deadline, int) else None,
+                           violation=refused, deadline_seconds=deadline if isinstance(deadline, int) else None,
                            backoff_limit=limit if isinstance(limit, int) else None, restarts=restarts(job),
                            restarted=bool(outcome.restarted), podgroups=podgroups, quota_denied=refusals.quota,
                            unserved=refusals.unserved)
         old = job.get("status") or {}
         stamp = now()
-        new = compute_status(old, meta.get("generation"), seen, stamp)
+        new = _preflight_reason(compute_status(old, meta.get("generation"), seen, stamp), verdict)
+        cause = _create_stall(refusals)
+        if cause is not None and new.get("phase") not in TERMINAL:
+            new = _stalled_on(old, new, cause, stamp)
         if new == old:
             return new, pods
         try:
@@ -267,10 +362,28 @@ def _write_status(client: KubeClient, job: dict[str, Any], violation: str | None
         fresh = client.get(JOB_API, JOB_KIND, meta["namespace"], meta["name"])
         if fresh is None or fresh["metadata"].get("deletionTimestamp"):
             return old, pods
-        job, meta = fresh, fresh["metadata"]
-        violation = _gate(client, job, policies, facts)
+        job, verdict = _gate(client, fresh, policies, facts)
+        meta = job["metadata"]
     outcome.requeue = True
     return job.get("status") or {}, []
+
+
+def _preflight_reason(status: dict[str, Any], verdict: Verdict | None) -> dict[str, Any]:
+    """status.py fails every pre-flight refusal as PolicyViolation; an invalid name gets its own reason."""
+    if verdict is None or verdict[0] == POLICY_VIOLATION:
+        return status
+    conditions = [{**c, "reason": verdict[0]} if c.get("type") == "Failed" else c for c in status["conditions"]]
+    return {**status, "conditions": conditions}
+
+
+def _stalled_on(old: dict[str, Any], new: dict[str, Any], cause: tuple[str, str], stamp: str) -> dict[str, Any]:
+    """`new` with Stalled True for `cause`, its lastTransitionTime kept from `old` while it stays True (status.py
+    knows only the causes it observes, and would flip it to False in between)."""
+    before = [c for c in old.get("conditions") or [] if c.get("type") == STALLED]
+    stalled, = set_condition(before, STALLED, "True", *cause, now=stamp)
+    conditions = [c for c in new.get("conditions") or [] if c.get("type") != STALLED]
+    at = next((i for i, c in enumerate(new.get("conditions") or []) if c.get("type") == STALLED), len(conditions))
+    return {**new, "conditions": [*conditions[:at], stalled, *conditions[at:]]}
 
 
 def _event(client: KubeClient, job: dict[str, Any], status: dict[str, Any], stamp: str) -> None:
