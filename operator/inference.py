@@ -5,12 +5,16 @@
    the finalizer `mlgate.dev/cleanup` last.
 2. Add the finalizer before creating anything.
 3. Pre-flight (preflight.py) while nothing is materialized yet, or while the service stays refused: a denied
-   service gets no children and the status says Failed with the condition Admitted=False/PolicyViolation.
+   service gets no children and the status says Failed with the condition Admitted=False/PolicyViolation, or
+   Admitted=False/InvalidName for a name its children cannot take (as the TrainingJob pass says).
 4. Children (desired.desired_inference_children): delete what the spec no longer asks for (the canary once
    canaryTrafficPercent is 0, the HPA once `scaling` is gone), create what is missing, patch back what drifted on
    the owned fields. A spec change (new image, model, canary percentage) is drift too, so it rolls out through the
    Deployments' own rolling update. With `scaling` set, the HorizontalPodAutoscaler owns the predictor's
-   spec.replicas: the reconciler sets it at creation and never again.
+   spec.replicas: the reconciler sets it at creation and never again. Creates go through refusals.py, as the
+   TrainingJob's do: a 4xx in REFUSED (a ResourceQuota's 403 included) says Stalled/ChildRefused, a 409 from
+   someone else's object Stalled/NameConflict, with a Warning Event, and the pass looks again with a backoff
+   (5 s to 5 min) instead of raising or retrying every 30 s.
 5. Status (`inference_status`, pure), written through the status subresource only when it differs (409: read
    again and recompute), with an Event for each phase change:
    - `readyReplicas` / `canaryReadyReplicas` from the Deployments' status;
@@ -19,6 +23,7 @@
      `CanaryReady` (with a canary only: it is removed once the canary is off) and `Ready` (every component meant
      to serve traffic has at least one ready replica). A component the traffic split gives 0 replicas (the
      predictor at canaryTrafficPercent 100) serves nothing, so it is ready as it is (`NoTrafficShare`);
+     `Stalled` True while a child could not be created (above), False (`Progressing`) once they all were;
    - `phase`: Failed (policy violation, or a Deployment reporting ReplicaFailure (e.g. `QuotaExceeded`) or
      ProgressDeadlineExceeded; it clears when the Deployment recovers), Ready, or Pending.
 """
@@ -36,7 +41,6 @@ from .children import (
     ChildKey,
     Outcome,
     OwnerKind,
-    create_missing,
     delete_unwanted,
     ensure_finalizer,
     finalize,
@@ -47,8 +51,18 @@ from .children import (
 from .client import ApiError, KubeClient
 from .desired import COMPONENT_LABEL, ISVC_LABEL, canary_split, desired_inference_children, has_canary
 from .events import record_event
-from .preflight import namespace_facts, violation
-from .status import now_rfc3339, set_condition
+from .preflight import invalid_name, namespace_facts, violation
+from .refusals import (
+    INVALID_NAME,
+    POLICY_VIOLATION,
+    Refusals,
+    Verdict,
+    create_children,
+    create_stall,
+    stall_backoff,
+    stall_event,
+)
+from .status import STALLED, now_rfc3339, set_condition
 
 __all__ = ["INFERENCE", "ISVC_API", "ISVC_KIND", "inference_status", "reconcile_inference_service"]
 
@@ -78,21 +92,36 @@ def reconcile_inference_service(client: KubeClient, namespace: str, name: str, p
     desired = [] if refused else desired_inference_children(isvc)
     if not refused:
         delete_unwanted(client, desired, owned, outcome)
-    create_missing(client, desired, owned, outcome)
+    refusals = create_children(client, desired, owned, outcome)
     repair_drift(client, desired, owned, outcome, fields=_fields_for(desired))
-    _write_status(client, isvc, owned, refused, now=now, outcome=outcome)
+    status = _write_status(client, isvc, owned, refused, stall=create_stall(_stalling(refusals), "service"),
+                           now=now, outcome=outcome)
+    wait = stall_backoff(status, now())
+    if wait is not None:  # replaces the conflict's 30 s: the wait grows while the service stays stalled
+        outcome.requeue_after = wait
     return outcome
 
 
+def _stalling(refusals: Refusals) -> Refusals:
+    """The refusals that stall a service: a quota's 403 too (status.py says QuotaExceeded for pods only; here a
+    Deployment, Service or HPA over an object-count quota is a refused child like any other)."""
+    quota = {name: f"403: {message}" for name, message in refusals.quota.items()}
+    return Refusals(refused={**refusals.refused, **quota}, conflicts=refusals.conflicts)
+
+
 def _gate(client: KubeClient, isvc: dict[str, Any], owned: dict[ChildKey, dict[str, Any]], policies: PolicySet,
-          facts: ClusterFacts | None) -> str | None:
+          facts: ClusterFacts | None) -> Verdict | None:
     """The pre-flight verdict while nothing is materialized (or the service stays refused); None otherwise."""
     admitted = _condition(isvc.get("status") or {}, "Admitted")
     if owned and (admitted or {}).get("status") != "False":
         return None
+    bad_name = invalid_name(isvc)
+    if bad_name is not None:  # before the namespace GET: a name never changes, whatever the policies say
+        return INVALID_NAME, bad_name
     if facts is None:
         facts = namespace_facts(client, isvc["metadata"]["namespace"])
-    return violation(isvc, policies, facts)
+    found = violation(isvc, policies, facts)
+    return None if found is None else (POLICY_VIOLATION, found)
 
 
 def _fields_for(desired: list[dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -112,8 +141,9 @@ def _fields_for(desired: list[dict[str, Any]]) -> Callable[[dict[str, Any]], dic
 
 
 def inference_status(old: dict[str, Any] | None, isvc: dict[str, Any], owned: dict[ChildKey, dict[str, Any]],
-                     refused: str | None, now: str) -> dict[str, Any]:
-    """The new `.status` (pure): equal to `old` when nothing observed changed, so nothing is written."""
+                     refused: Verdict | None, now: str, *, stall: tuple[str, str] | None = None) -> dict[str, Any]:
+    """The new `.status` (pure): equal to `old` when nothing observed changed, so nothing is written. `refused`:
+    the pre-flight's (reason, message); `stall`: refusals.create_stall's, when a child could not be created."""
     status = copy.deepcopy(old or {})
     meta = isvc["metadata"]
     deployments = {str((c["metadata"].get("labels") or {}).get(COMPONENT_LABEL)): c
@@ -122,8 +152,8 @@ def inference_status(old: dict[str, Any] | None, isvc: dict[str, Any], owned: di
     canary = has_canary(spec)
     conditions = [c for c in status.get("conditions") or [] if canary or c.get("type") != "CanaryReady"]
     if refused:
-        conditions = set_condition(conditions, "Admitted", "False", "PolicyViolation", refused, now=now)
-        conditions = set_condition(conditions, "Ready", "False", "PolicyViolation", refused, now=now)
+        conditions = set_condition(conditions, "Admitted", "False", *refused, now=now)
+        conditions = set_condition(conditions, "Ready", "False", *refused, now=now)
         phase = "Failed"
     else:
         conditions = set_condition(conditions, "Admitted", "True", "PolicyAllowed",
@@ -146,6 +176,11 @@ def inference_status(old: dict[str, Any] | None, isvc: dict[str, Any], owned: di
             status.pop("canaryReadyReplicas", None)
         if any(k[1] == "Service" for k in owned):
             status["url"] = f"http://{meta['name']}.{meta['namespace']}.svc.cluster.local"
+    if stall is not None:
+        conditions = set_condition(conditions, STALLED, "True", *stall, now=now)
+    elif (_condition({"conditions": conditions}, STALLED) or {}).get("status") == "True":
+        conditions = set_condition(conditions, STALLED, "False", "Progressing", "nothing holds the service up",
+                                   now=now)
     status.update({"conditions": conditions, "phase": phase})
     if meta.get("generation") is not None:
         status["observedGeneration"] = meta["generation"]
@@ -179,29 +214,35 @@ def _condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 def _write_status(client: KubeClient, isvc: dict[str, Any], owned: dict[ChildKey, dict[str, Any]],
-                  refused: str | None, *, now: Callable[[], str], outcome: Outcome) -> None:
+                  refused: Verdict | None, *, stall: tuple[str, str] | None, now: Callable[[], str],
+                  outcome: Outcome) -> dict[str, Any]:
+    """The status now stored (as last read when every write lost a race)."""
     for _ in range(STATUS_RETRIES):
         old = isvc.get("status") or {}
         stamp = now()
-        new = inference_status(old, isvc, owned, refused, stamp)
+        new = inference_status(old, isvc, owned, refused, stamp, stall=stall)
         if new == old:
-            return
+            return new
         try:
             client.replace_status({**isvc, "status": new})
             outcome.status_written = True
+            announced = None
             if new.get("phase") != old.get("phase"):
                 ready = _condition(new, "Ready") or {}
-                record_event(client, isvc, str(ready.get("reason") or new["phase"]),
-                             str(ready.get("message") or new["phase"]), warning=new["phase"] == "Failed", stamp=stamp)
-            return
+                announced = str(ready.get("reason") or new["phase"])
+                record_event(client, isvc, announced, str(ready.get("message") or new["phase"]),
+                             warning=new["phase"] == "Failed", stamp=stamp)
+            stall_event(client, isvc, old, new, stamp, announced=announced)
+            return new
         except ApiError as exc:
             if exc.status != 409:
                 raise
         meta = isvc["metadata"]
         fresh = client.get(ISVC_API, ISVC_KIND, meta["namespace"], meta["name"])
         if fresh is None or fresh["metadata"].get("deletionTimestamp"):
-            return
+            return old
         isvc = fresh
         owned = owned_children(client, isvc, INFERENCE)
     outcome.requeue = True
+    return isvc.get("status") or {}
 

@@ -36,7 +36,8 @@
    stop the pass either: the status says Stalled/ChildRefused with the child and the API's message. A 409 from a
    same-named object someone else controls (children.create_missing reads it) makes Stalled/NameConflict naming
    the object and its controller. Both come with a Warning Event (on the Stalled change) and are retried with a
-   backoff (`stall_backoff`: the time stalled so far, 5 s to 5 min), never every second.
+   backoff (the time stalled so far, 5 s to 5 min), never every second: refusals.py, shared with the
+   InferenceService pass.
    Owned children the spec no longer asks for (pods beyond a lowered replica count, a PodGroup once gang
    scheduling is off, a ConfigMap once the job is not MPI) are deleted, as Kubeflow does, while the job is
    admitted and unfinished; ConfigMaps and PodGroups are listed for that only after a spec change (generation
@@ -60,7 +61,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from mlgate.engine import PolicySet
@@ -72,7 +72,6 @@ from .children import (
     ChildKey,
     Outcome,
     OwnerKind,
-    create_missing,
     delete_unwanted,
     ensure_finalizer,
     finalize,
@@ -84,15 +83,24 @@ from .client import ApiError, KubeClient
 from .desired import JOB_LABEL, desired_children
 from .events import record_event
 from .preflight import invalid_name, namespace_facts, violation
+from .refusals import (
+    INVALID_NAME,
+    POLICY_VIOLATION,
+    Refusals,
+    Verdict,
+    create_children,
+    create_stall,
+    stall_backoff,
+    stall_event,
+    stalled_on,
+)
 from .status import (
-    STALLED,
     TERMINAL,
     Observation,
     compute_status,
     condition,
     now_rfc3339,
     parse_time,
-    set_condition,
 )
 
 __all__ = ["FINALIZER", "JOB_API", "TRAINING", "Outcome", "reconcile_training_job"]
@@ -104,14 +112,6 @@ TRAINING = OwnerKind(JOB_API, JOB_KIND, JOB_LABEL, (  # deleted in this order: p
     ("scheduling.volcano.sh/v1beta1", "PodGroup"), ("scheduling.x-k8s.io/v1alpha1", "PodGroup")))
 STATUS_RETRIES = 5
 RESTARTS_ANNOTATION = "mlgate.dev/restarts"  # pod restarts used, counted per job against runPolicy.backoffLimit
-# in the ResourceQuota admission plugin's 403 messages: over the quota, or a pod without the requests or
-# limits a quota on them requires ("failed quota: <name>: must specify limits.cpu for: ...")
-QUOTA_REFUSALS = ("exceeded quota", "failed quota")
-REFUSED = (400, 403, 404, 413, 422)  # creates the API refuses for good until something changes (not 409, 429)
-POLICY_VIOLATION, INVALID_NAME = "PolicyViolation", "InvalidName"  # pre-flight reasons of the Failed condition
-NAME_CONFLICT, CHILD_REFUSED = "NameConflict", "ChildRefused"  # Stalled reasons this module sets
-STALL_BACKOFF = (5.0, 300.0)  # seconds: the first retry of a refused create, and the longest wait
-Verdict = tuple[str, str]  # (reason, message) of a pre-flight refusal
 
 
 def reconcile_training_job(client: KubeClient, namespace: str, name: str, policies: PolicySet, *,
@@ -142,7 +142,7 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
             outcome.requeue = True  # the job changed under us: count restarts on fresh state next pass
             return outcome
         delete_unwanted(client, desired, owned, outcome)  # pods beyond the replicas, a PodGroup no longer asked
-        refusals = _create(client, desired, owned, outcome)
+        refusals = create_children(client, desired, owned, outcome)
         repair_drift(client, desired, owned, outcome)
     status, pods = _write_status(client, job, verdict, policies=policies, facts=facts, now=now, outcome=outcome,
                                  refusals=refusals, owned=owned, desired=desired, kinds=kinds)
@@ -246,74 +246,6 @@ def _restart_failed(client: KubeClient, job: dict[str, Any], owned: dict[ChildKe
 # --- children ----------------------------------------------------------------------------------------
 
 
-@dataclass
-class Refusals:
-    """Children the API would not create in this pass, by "Kind/name"; the others were still created."""
-
-    quota: dict[str, str] = field(default_factory=dict)  # a ResourceQuota's 403: the API's message
-    unserved: dict[str, str] = field(default_factory=dict)  # a PodGroup kind without its CRDs (404): apiVersion
-    refused: dict[str, str] = field(default_factory=dict)  # any other 4xx in REFUSED: "<status>: <message>"
-    conflicts: dict[str, str] = field(default_factory=dict)  # a 409 from someone else's object: its controller
-
-
-def _create(client: KubeClient, desired: list[dict[str, Any]], owned: dict[ChildKey, dict[str, Any]],
-            outcome: Outcome) -> Refusals:
-    """Create the missing children one by one; those a ResourceQuota refuses (403 "exceeded quota") and
-    PodGroups whose kind the API server does not serve (404) are returned, and the others still created."""
-    refused = Refusals()
-    for child in desired:
-        child_name = f"{child['kind']}/{child['metadata']['name']}"
-        try:
-            create_missing(client, [child], owned, outcome)
-        except ApiError as exc:
-            message = exc.message
-            if exc.status == 403 and any(refusal in message for refusal in QUOTA_REFUSALS):
-                refused.quota[child_name] = message
-            elif exc.status == 404 and child["kind"] == "PodGroup":
-                refused.unserved[child_name] = child["apiVersion"]
-            elif exc.status in REFUSED:  # said in the status and retried with a backoff (stall_backoff)
-                refused.refused[child_name] = f"{exc.status}: {message}"
-                continue
-            else:
-                raise
-            outcome.requeue = True  # quota may free up, CRDs may be installed: look again later
-    refused.conflicts = dict(outcome.conflicts)
-    return refused
-
-
-def _create_stall(refusals: Refusals) -> tuple[str, str] | None:
-    """(reason, message) for the Stalled condition when a create was refused for good or hit a name conflict."""
-    if refusals.conflicts:
-        held = "; ".join(f"{_child(name)} exists and belongs to {holder}"
-                         for name, holder in sorted(refusals.conflicts.items()))
-        return NAME_CONFLICT, (f"{held}, not to this job: rename the job, or delete or rename the other object; "
-                               "retried with a backoff")
-    if refusals.refused:
-        first = sorted(refusals.refused)[0]
-        others = f" (and {len(refusals.refused) - 1} more)" if len(refusals.refused) > 1 else ""
-        return CHILD_REFUSED, (f"{_child(first)}{others} could not be created: {refusals.refused[first]}; fix the "
-                               "job's spec, or what refuses it (an admission webhook or policy); retried with a "
-                               "backoff")
-    return None
-
-
-def _child(name: str) -> str:
-    kind, _, child = name.partition("/")
-    return f"{kind} {child!r}"
-
-
-def stall_backoff(status: dict[str, Any], now: str) -> float | None:
-    """Seconds until a job stalled on a refused create looks again: as long as it has been stalled (so the
-    waits double), within STALL_BACKOFF; None when it is not stalled so."""
-    stalled = condition(status, STALLED) or {}
-    if stalled.get("status") != "True" or stalled.get("reason") not in (NAME_CONFLICT, CHILD_REFUSED):
-        return None
-    since = stalled.get("lastTransitionTime")
-    elapsed = (parse_time(now) - parse_time(str(since))).total_seconds() if since else 0.0
-    low, high = STALL_BACKOFF
-    return min(high, max(low, elapsed))
-
-
 # --- status ------------------------------------------------------------------------------------------
 
 
@@ -344,17 +276,18 @@ def _write_status(client: KubeClient, job: dict[str, Any], verdict: Verdict | No
         old = job.get("status") or {}
         stamp = now()
         new = _preflight_reason(compute_status(old, meta.get("generation"), seen, stamp), verdict)
-        cause = _create_stall(refusals)
+        cause = create_stall(refusals)
         if cause is not None and new.get("phase") not in TERMINAL:
-            new = _stalled_on(old, new, cause, stamp)
+            new = stalled_on(old, new, cause, stamp)
         if new == old:
             return new, pods
         try:
             client.replace_status({**job, "status": new})
             outcome.status_written = True
+            announced = None
             if new.get("phase") != old.get("phase"):
-                _event(client, job, new, stamp)
-            _stall_event(client, job, old, new, stamp)
+                announced = _event(client, job, new, stamp)
+            stall_event(client, job, old, new, stamp, announced=announced)
             return new, pods
         except ApiError as exc:
             if exc.status != 409:
@@ -376,38 +309,16 @@ def _preflight_reason(status: dict[str, Any], verdict: Verdict | None) -> dict[s
     return {**status, "conditions": conditions}
 
 
-def _stalled_on(old: dict[str, Any], new: dict[str, Any], cause: tuple[str, str], stamp: str) -> dict[str, Any]:
-    """`new` with Stalled True for `cause`, its lastTransitionTime kept from `old` while it stays True (status.py
-    knows only the causes it observes, and would flip it to False in between)."""
-    before = [c for c in old.get("conditions") or [] if c.get("type") == STALLED]
-    stalled, = set_condition(before, STALLED, "True", *cause, now=stamp)
-    conditions = [c for c in new.get("conditions") or [] if c.get("type") != STALLED]
-    at = next((i for i, c in enumerate(new.get("conditions") or []) if c.get("type") == STALLED), len(conditions))
-    return {**new, "conditions": [*conditions[:at], stalled, *conditions[at:]]}
-
-
-def _event(client: KubeClient, job: dict[str, Any], status: dict[str, Any], stamp: str) -> None:
-    """A Kubernetes Event for a phase transition, with the reason and message of the phase's condition."""
+def _event(client: KubeClient, job: dict[str, Any], status: dict[str, Any], stamp: str) -> str | None:
+    """A Kubernetes Event for a phase transition, with the reason and message of the phase's condition; the
+    condition's reason (None when there is no condition, so no event)."""
     phase = str(status.get("phase"))
     found = condition(status, phase)
     if found is None:  # Pending has no condition and nothing to say; a Stalled event says why it waits
-        return
+        return None
     record_event(client, job, str(found.get("reason") or phase), str(found.get("message") or phase),
                  warning=phase == "Failed", stamp=stamp)
-
-
-def _stall_event(client: KubeClient, job: dict[str, Any], old: dict[str, Any], new: dict[str, Any],
-                 stamp: str) -> None:
-    """A Kubernetes Event when Stalled flips or names another cause (not for a new message alone, nor when
-    the phase's event just said the same reason)."""
-    before, after = condition(old, STALLED) or {}, condition(new, STALLED)
-    if after is None or (before.get("status"), before.get("reason")) == (after.get("status"), after.get("reason")):
-        return
-    phase = condition(new, str(new.get("phase"))) or {}
-    if new.get("phase") != old.get("phase") and phase.get("reason") == after.get("reason"):
-        return
-    record_event(client, job, str(after.get("reason")), str(after.get("message")),
-                 warning=after.get("status") == "True", stamp=stamp)
+    return None if found.get("reason") is None else str(found.get("reason"))
 
 
 # --- checkpoint claim ---------------------------------------------------------------------------------

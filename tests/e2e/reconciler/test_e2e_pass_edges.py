@@ -1,5 +1,6 @@
 """Edges of the TrainingJob pass against the real API server: names the CRD accepts but children cannot use,
-lowering replicas, a name another owner holds, and a policy refusal fixed in the spec."""
+lowering replicas, a name another owner holds (for an InferenceService too), and a policy refusal fixed in the
+spec."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from typing import Any
 
 import pytest
 from control_plane import ControlPlane
-from e2e_objects import in_namespace, trainingjob
+from e2e_objects import example, in_namespace, trainingjob
 
 from mlgate.engine import PolicySet
 from mlgate_reconciler.client import KubeClient, Transport
+from mlgate_reconciler.inference import reconcile_inference_service
 from mlgate_reconciler.reconcile import Outcome, reconcile_training_job
 
 pytestmark = pytest.mark.e2e
@@ -103,6 +105,20 @@ def test_a_service_name_held_by_another_object_stalls_the_job_with_name_conflict
     reconcile(transport, policies, namespace)
     assert condition(cluster, namespace, "llm", "Stalled")["status"] == "False"
     assert names(cluster, "services", namespace) == ["llm"]
+
+
+def test_a_service_name_held_by_another_object_stalls_an_inference_service_with_name_conflict_too(
+        cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
+    cluster.kubectl("create", "service", "clusterip", "sentiment", "--tcp=80:8080", "-n", namespace).check()
+    cluster.kubectl("create", "-f", "-", stdin=in_namespace(example("inferenceservice.yaml"), namespace)).check()
+    outcome = reconcile_inference_service(KubeClient(transport), namespace, "sentiment", policies)
+    assert outcome.conflicts == {"Service/sentiment": "no controller"}
+    assert outcome.requeue_after is not None and outcome.requeue_after >= 5
+    status = cluster.get_object("inferenceservice", "sentiment", namespace)["status"]
+    stalled = next(c for c in status["conditions"] if c["type"] == "Stalled")
+    assert (stalled["status"], stalled["reason"]) == ("True", "NameConflict")
+    assert "not to this service" in stalled["message"]
+    assert "Warning/NameConflict" in event_reasons(cluster, namespace, "sentiment")
 
 
 def test_a_policy_refused_job_is_materialized_once_its_spec_is_fixed(
