@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from control_plane import ControlPlane, Process, free_port, wait_for
 from e2e_objects import example, in_namespace, trainingjob
+from reconciler_steps import names
 
 pytestmark = pytest.mark.e2e
 WAIT = 30.0
@@ -70,10 +71,6 @@ def start(cluster: ControlPlane, tmp_path: Path) -> Iterator[Any]:
         cluster.processes.remove(reconciler.process)
 
 
-
-def names(cluster: ControlPlane, kind: str, namespace: str) -> list[str]:
-    out = cluster.kubectl("get", kind, "-n", namespace, "-o", "jsonpath={.items[*].metadata.name}").check()
-    return sorted(out.stdout.split())
 
 
 def create_job(cluster: ControlPlane, namespace: str, name: str) -> None:

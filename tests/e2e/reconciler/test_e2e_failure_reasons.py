@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from control_plane import ControlPlane, wait_for
 from e2e_objects import in_namespace, trainingjob
+from reconciler_steps import names
 
 from mlgate.engine import PolicySet
 from mlgate_reconciler.client import KubeClient, Transport
@@ -54,10 +55,6 @@ def events(cluster: ControlPlane, namespace: str, name: str = "llm") -> list[str
                           "-o", "json").check()
     return sorted(f"{e['type']}/{e['reason']}" for e in json.loads(out.stdout)["items"])
 
-
-def names(cluster: ControlPlane, kind: str, namespace: str) -> list[str]:
-    out = cluster.kubectl("get", kind, "-n", namespace, "-o", "jsonpath={.items[*].metadata.name}").check()
-    return sorted(out.stdout.split())
 
 
 def waiting_on(cluster: ControlPlane, namespace: str, pod: str, reason: str, message: str) -> dict[str, Any]:

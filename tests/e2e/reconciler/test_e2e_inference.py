@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from control_plane import ControlPlane
 from e2e_objects import example, in_namespace
+from reconciler_steps import names
 
 from mlgate.engine import PolicySet
 from mlgate_reconciler.children import FINALIZER, Outcome
@@ -31,10 +32,6 @@ def reconcile(transport: Transport, policies: PolicySet, namespace: str) -> tupl
     client = KubeClient(transport)
     return reconcile_inference_service(client, namespace, "sentiment", policies), client
 
-
-def names(cluster: ControlPlane, kind: str, namespace: str) -> list[str]:
-    out = cluster.kubectl("get", kind, "-n", namespace, "-o", "jsonpath={.items[*].metadata.name}").check()
-    return sorted(out.stdout.split())
 
 
 def set_ready(cluster: ControlPlane, namespace: str, deployment: str, ready: int) -> None:

@@ -10,28 +10,17 @@ from typing import Any
 import pytest
 from control_plane import ControlPlane
 from e2e_objects import example, in_namespace, trainingjob
+from reconciler_steps import names, reconcile
 
 from mlgate.engine import PolicySet
 from mlgate_reconciler.client import KubeClient, Transport
 from mlgate_reconciler.inference import reconcile_inference_service
-from mlgate_reconciler.reconcile import Outcome, reconcile_training_job
 
 pytestmark = pytest.mark.e2e
 
 
 def create_job(cluster: ControlPlane, namespace: str, name: str = "llm", **spec: Any) -> None:
     cluster.kubectl("create", "-f", "-", stdin=in_namespace(trainingjob(name, **spec), namespace)).check()
-
-
-def reconcile(transport: Transport, policies: PolicySet, namespace: str, name: str = "llm") -> tuple[Outcome,
-                                                                                                      KubeClient]:
-    client = KubeClient(transport)
-    return reconcile_training_job(client, namespace, name, policies), client
-
-
-def names(cluster: ControlPlane, kind: str, namespace: str) -> list[str]:
-    out = cluster.kubectl("get", kind, "-n", namespace, "-o", "jsonpath={.items[*].metadata.name}").check()
-    return sorted(out.stdout.split())
 
 
 def condition(cluster: ControlPlane, namespace: str, name: str, kind: str) -> dict[str, Any]:

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 from control_plane import REPO, ControlPlane, wait_for
 from e2e_objects import OUT_OF_WEBHOOK, in_namespace, trainingjob
+from reconciler_steps import names, reconcile
 
 from mlgate.engine import PolicySet
 from mlgate.loading.policies import load_policy_paths
 from mlgate_reconciler.client import KubeClient, Transport
-from mlgate_reconciler.reconcile import FINALIZER, Outcome, reconcile_training_job
+from mlgate_reconciler.reconcile import FINALIZER, reconcile_training_job
 
 pytestmark = pytest.mark.e2e
 WAIT = 20.0
@@ -36,16 +37,6 @@ def create_job(cluster: ControlPlane, namespace: str, name: str = "llm", **spec:
     return cluster.get_object("trainingjob", name, namespace)
 
 
-def reconcile(transport: Transport, policies: PolicySet, namespace: str, name: str = "llm") -> tuple[Outcome,
-                                                                                                      KubeClient]:
-    """One pass with a fresh client, so `client.writes` counts this pass's writes only."""
-    client = KubeClient(transport)
-    return reconcile_training_job(client, namespace, name, policies), client
-
-
-def names(cluster: ControlPlane, kind: str, namespace: str) -> list[str]:
-    out = cluster.kubectl("get", kind, "-n", namespace, "-o", "jsonpath={.items[*].metadata.name}").check()
-    return sorted(out.stdout.split())
 
 
 def set_pod_phase(cluster: ControlPlane, namespace: str, pod: str, phase: str) -> None:
