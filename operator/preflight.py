@@ -11,7 +11,7 @@ need more, and a create the API refuses half-way would leave a half-built owner.
   lowercase letters, digits and '-', starting with a letter, ending with a letter or digit, no dots;
 - a pod's spec.hostname and spec.subdomain are DNS-1123 labels (at most 63; `<job>-master-0` is the hostname);
 - every other name is a DNS-1123 subdomain (at most 253).
-`violation()` runs it first, so every owner kind's pre-flight refuses such a name.
+Each pass's gate runs it before `violation()`, and before the namespace read the policies need.
 """
 
 from __future__ import annotations
@@ -39,9 +39,6 @@ def namespace_facts(client: KubeClient, namespace: str) -> ClusterFacts:
 
 def violation(obj: dict[str, Any], policies: PolicySet, facts: ClusterFacts) -> str | None:
     """None when the engine admits the object, else its violation messages in the engine's one format."""
-    bad_name = invalid_name(obj)
-    if bad_name is not None:
-        return bad_name
     decision = evaluate(obj, policies, facts=facts)
     if decision.allowed:
         return None
