@@ -31,7 +31,7 @@
    status says Stalled/QuotaExceeded (or Stalled/QuotaNeedsResources) with the API's message, and
    the pass asks to run again (`outcome.requeue`) to retry once the quota has room. A PodGroup whose kind
    the API server does not serve (404: Volcano's or coscheduling's CRDs are not installed) is handled the
-   same way: the pods are still created, and the status says Stalled/GangSchedulerMissing. Existing children are
+   same way: the pods are still created, and the status says Stalled/GangSchedulerMissing.
    A create refused for another reason (a 4xx in REFUSED: invalid, forbidden by admission, too large) does not
    stop the pass either: the status says Stalled/ChildRefused with the child and the API's message. A 409 from a
    same-named object someone else controls (children.create_missing reads it) makes Stalled/NameConflict naming
