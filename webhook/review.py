@@ -30,6 +30,7 @@ from mlgate.engine import PolicySet, evaluate
 from mlgate.engine.match import failure_policy_for
 from mlgate.loading.policies import check_policy_object
 from mlgate.model.facts import ClusterFacts
+from mlgate.model.namespaces import in_namespace
 from mlgate.model.policy import API_VERSION as POLICY_API_VERSION
 from mlgate.model.policy import POLICY_KINDS
 from mlgate.model.results import Decision, FailurePolicy, RuleResult
@@ -190,8 +191,8 @@ def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, e
         policies = mutations_only(policies)
     try:
         decision = evaluate(
-            _in_namespace(request.obj, request.namespace), policies, facts=facts, operation=operation,
-            old_obj=_in_namespace(request.old_obj, request.namespace) if request.old_obj else None,
+            in_namespace(request.obj, request.namespace), policies, facts=facts, operation=operation,
+            old_obj=in_namespace(request.old_obj, request.namespace) if request.old_obj else None,
             mutate=endpoint == "mutate",
         )
     except Exception as exc:  # an engine bug: the policies' failure mode decides, the process stays up
@@ -268,7 +269,7 @@ def _engine_failure(request: AdmissionRequest, policies: PolicySet, facts: Clust
     """The failure mode of the policies that match the object decides; none matching, it passes."""
     message = f"mlgate could not evaluate this object ({type(exc).__name__}); the webhook log has the details"
     try:
-        mode = failure_policy_for(_in_namespace(request.obj or {}, request.namespace), policies.policies, facts)
+        mode = failure_policy_for(in_namespace(request.obj or {}, request.namespace), policies.policies, facts)
     except Exception:  # matching failed too: the strictest mode in the set
         mode = max((p.failure_policy for p in policies.policies), key=lambda m: m is FailurePolicy.FAIL,
                    default=None)
@@ -330,14 +331,6 @@ def _annotation_key(key: str) -> str:
         return name
     digest = hashlib.sha256(key.encode()).hexdigest()[:8]
     return f"{name[:MAX_ANNOTATION_KEY - len(digest) - 1].rstrip('-_.')}-{digest}"
-
-
-def _in_namespace(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """The API server leaves metadata.namespace out of many CREATE objects; the request carries it."""
-    meta = obj.get("metadata")
-    if not namespace or not isinstance(meta, dict) or meta.get("namespace"):
-        return obj
-    return {**obj, "metadata": {**meta, "namespace": namespace}}
 
 
 def _text(value: Any) -> str:

@@ -14,25 +14,10 @@ from typing import Any, Literal
 
 from mlgate.engine import PolicySet, evaluate
 from mlgate.model.facts import NO_FACTS, ClusterFacts
+from mlgate.model.namespaces import in_namespace
 from mlgate.model.results import Decision
 
 DEFAULT_NAMESPACE = "default"
-# The cluster-scoped kinds found in manifests; everything else (ML jobs, custom resources) is namespaced.
-CLUSTER_SCOPED_KINDS = frozenset({
-    "APIService", "CertificateSigningRequest", "ClusterIssuer", "ClusterMLPolicy", "ClusterRole",
-    "ClusterRoleBinding", "CSIDriver", "CSINode", "CustomResourceDefinition", "IngressClass",
-    "MutatingWebhookConfiguration", "Namespace", "Node", "PersistentVolume", "PriorityClass",
-    "RuntimeClass", "StorageClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-    "ValidatingWebhookConfiguration", "VolumeAttachment",
-})
-
-
-def in_namespace(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """`obj` with metadata.namespace set when it is namespaced and names none; otherwise `obj` itself."""
-    meta = obj.get("metadata")
-    if obj.get("kind") in CLUSTER_SCOPED_KINDS or not isinstance(meta, dict) or meta.get("namespace"):
-        return obj
-    return {**obj, "metadata": {**meta, "namespace": namespace}}
 
 
 def evaluate_in_namespace(

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from typing import Any
 
-from mlgate.cli.namespaces import DEFAULT_NAMESPACE, evaluate_in_namespace, in_namespace
+from mlgate.cli.namespaces import DEFAULT_NAMESPACE, evaluate_in_namespace
 from mlgate.engine import PolicySet
 from mlgate.loading.documents import Document, expand, read_documents
 from mlgate.model import pointer
 from mlgate.model.facts import ClusterFacts
+from mlgate.model.namespaces import in_namespace
 from mlgate.model.results import Decision, Outcome, RuleResult
 
 GC_THRESHOLD = 200_000
