@@ -19,11 +19,12 @@ from typing import Any, Literal
 
 from mlgate.engine.match import Scope, applies
 from mlgate.engine.patch import diff, restore, snapshot
-from mlgate.engine.policyset import Binding, Policy, PolicySet
+from mlgate.engine.policyset import Binding, Policy, PolicySet, UnknownKinds
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate.model.results import PRE_EXISTING, Action, Decision, Finding, Outcome, RuleResult, Skipped, Unevaluable
-from mlgate.model.workload import Workload
+from mlgate.model.workload import Unwritable, Workload
 from mlgate.rules.registry import Context
+from mlgate.workloads.catalog import KindCatalog
 from mlgate.workloads.extract import extract
 
 MAX_MUTATION_ROUNDS = 5
@@ -41,28 +42,35 @@ def evaluate(
 ) -> Decision:
     if operation == "UPDATE" and _being_deleted(obj):
         return Decision(allowed=True, note="being deleted: only its finalizers can change")
-    workload = extract(obj, old_obj)
+    kinds = policies.kinds
+    workload = extract(obj, old_obj, kinds=kinds, facts=facts)
     if workload is None:
-        return Decision(allowed=True, note=f"not an ML workload: {_kind(obj)}")
+        return Decision(allowed=True, note=f"no pod template to judge: {_kind(obj)}")
     context = Context(facts=facts, operation=operation)
     scope = Scope(workload, facts)
-    selected = [p for p in policies.policies if applies(p, scope)]
+    selected = [p for p in policies.policies if applies(p, scope)
+                and (workload.known_kind or p.unknown_kinds is not UnknownKinds.IGNORE)]
     results: list[RuleResult] = []
     mutated = obj
+    settled = None
     if mutate:
         chosen = {id(p) for p in selected}
         steps = [(p, b) for p, b in policies.mutation_steps if id(p) in chosen]
-        mutated, mutation_results, settled = _mutate(obj, steps, context, old_obj)
-        results.extend(mutation_results)
-    else:
-        settled = None
-    target = settled or (extract(mutated, old_obj) if mutated is not obj else None) or workload
+        if workload.mutable:
+            mutated, mutation_results, settled = _mutate(obj, steps, context, old_obj, kinds)
+            results.extend(mutation_results)
+        else:
+            results.extend(_declined(steps, workload))
+    target = settled or (extract(mutated, old_obj, kinds=kinds, facts=facts) if mutated is not obj else None) \
+        or workload
     for policy in selected:
+        warn_only = not workload.known_kind and policy.unknown_kinds is UnknownKinds.WARN
         for binding in policy.bindings:
             if binding.rule.check is not None:
-                results.append(_run_check(policy, binding, target, context))
+                result = _run_check(policy, binding, target, context)
+                results.append(replace(result, outcome=Outcome.WARN) if warn_only and result.blocks else result)
     patch = diff(obj, mutated) if mutated is not obj else []
-    decision = Decision(allowed=True, results=results, patch=patch, mutated=mutated)
+    decision = Decision(allowed=True, results=results, patch=patch, mutated=mutated, note="; ".join(target.notes))
     decision.allowed = not decision.violations
     if not decision.allowed and old_obj is not None and operation == "UPDATE":
         _ratchet(decision, old_obj, policies, facts)
@@ -81,13 +89,22 @@ def _ratchet(decision: Decision, old_obj: dict[str, Any], policies: PolicySet, f
     decision.allowed = not decision.violations
 
 
+def _declined(steps: list[tuple[Policy, Binding]], workload: Workload) -> list[RuleResult]:
+    """Mutations on a kind whose pods mlgate cannot write: each one a skip that says why."""
+    why = (f"{workload.kind} pods are built by its operator from fields mlgate does not write: not mutated"
+           if workload.known_kind else f"{workload.kind or 'this'} is a kind no description knows: not mutated")
+    return [RuleResult(p.key, b.rule.id, b.action, Outcome.SKIP, note=why, failure_policy=p.failure_policy)
+            for p, b in steps]
+
+
 def _being_deleted(obj: dict[str, Any]) -> bool:
     meta = obj.get("metadata")
     return isinstance(meta, dict) and bool(meta.get("deletionTimestamp"))
 
 
 def _mutate(
-    obj: dict[str, Any], steps: list[tuple[Policy, Binding]], context: Context, old_obj: dict[str, Any] | None
+    obj: dict[str, Any], steps: list[tuple[Policy, Binding]], context: Context, old_obj: dict[str, Any] | None,
+    kinds: KindCatalog,
 ) -> tuple[dict[str, Any], list[RuleResult], Workload | None]:
     """Apply every mutation in order, round after round, until a round changes nothing.
 
@@ -103,11 +120,13 @@ def _mutate(
     current: dict[str, Any] = restore(round_start)
     changed: set[tuple[str, str]] = set()
     errors: dict[tuple[str, str], str] = {}
+    skipped: dict[tuple[str, str], str] = {}
     settled: Workload | None = None
     rounds = 0
     while rounds < MAX_MUTATION_ROUNDS:
         rounds += 1
-        failed, moved, workload = _mutation_round(current, steps, context, old_obj, changed=changed, errors=errors)
+        failed, moved, workload = _mutation_round(current, steps, context, old_obj, kinds, changed=changed,
+                                                  errors=errors, skipped=skipped)
         if failed:  # each rule can fail once, so this cannot loop for ever
             rounds -= 1
             current = restore(round_start)
@@ -128,6 +147,8 @@ def _mutate(
         key = (policy.key, binding.rule.id)
         if key in errors:
             outcome, note = Outcome.ERROR, errors[key]
+        elif key in skipped:
+            outcome, note = Outcome.SKIP, skipped[key]
         elif key in changed:
             outcome, note = Outcome.PASS, "mutated"
         else:
@@ -141,24 +162,34 @@ def _mutate(
 
 def _mutation_round(
     current: dict[str, Any], steps: list[tuple[Policy, Binding]], context: Context, old_obj: dict[str, Any] | None,
-    *, changed: set[tuple[str, str]], errors: dict[tuple[str, str], str],
+    kinds: KindCatalog, *, changed: set[tuple[str, str]], errors: dict[tuple[str, str], str],
+    skipped: dict[tuple[str, str], str],
 ) -> tuple[bool, bool, Workload | None]:
     """One pass over the rules: (a rule raised, so the caller restores and retries; a rule changed
-    the object; the workload the rules saw)."""
-    workload = extract(current, old_obj)
+    the object; the workload the rules saw). A rule that declines (a `Skipped`, or a write the kind has
+    no field for) is skipped from then on; what it half-wrote is undone the same way."""
+    workload = extract(current, old_obj, kinds=kinds, facts=context.facts)
     moved = False
     for policy, binding in steps:
         key = (policy.key, binding.rule.id)
-        if key in errors or workload is None:
+        if key in errors or key in skipped or workload is None:
             continue
         rule = binding.rule
         before = None if rule.reports_changes else snapshot(current)
         try:
             claimed = rule.mutate(workload, binding.params, context)  # type: ignore[misc]
+        except Unwritable as exc:
+            skipped[key] = str(exc)
+            return True, moved, workload
         except Exception as exc:  # a rule bug must not take the request down
             log.exception("mutation %s/%s failed", policy.key, rule.id)
             errors[key] = f"{type(exc).__name__}: {exc}"
             return True, moved, workload
+        if isinstance(claimed, Skipped):
+            skipped[key] = claimed.reason
+            if before is None or snapshot(current) == before:
+                continue
+            return True, moved, workload  # it wrote before it declined: undo the round
         if (bool(claimed) if before is None else snapshot(current) != before):
             changed.add(key)
             moved = True

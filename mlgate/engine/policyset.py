@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from mlgate.model.policy import MatchBlock
+from mlgate.model.policy import MatchBlock, UnknownKinds
 from mlgate.model.results import Action, FailurePolicy
 from mlgate.rules.registry import Params, RuleSpec
+from mlgate.workloads.catalog import SHIPPED, KindCatalog
+
+__all__ = ["Binding", "Policy", "PolicySet", "UnknownKinds"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,7 @@ class Policy:
     failure_policy: FailurePolicy = FailurePolicy.FAIL
     namespace: str | None = None  # set for a namespaced MLPolicy
     source: str = ""
+    unknown_kinds: UnknownKinds = UnknownKinds.JUDGE
 
     @cached_property
     def key(self) -> str:
@@ -36,6 +40,7 @@ class Policy:
 class PolicySet:
     policies: tuple[Policy, ...] = ()
     generation: int = 0
+    kinds: KindCatalog = SHIPPED  # the shipped kinds plus the set's own WorkloadKinds
 
     @cached_property
     def mutation_steps(self) -> tuple[tuple[Policy, Binding], ...]:

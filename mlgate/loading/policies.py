@@ -149,6 +149,7 @@ def compile_policy(
         failure_policy=document.spec.failurePolicy,
         namespace=namespace,
         source=source,
+        unknown_kinds=document.spec.unknownKinds,
     )
     return policy, []
 

@@ -26,15 +26,24 @@ class ClusterFacts(Protocol):
 
     def nodes(self) -> Sequence[Mapping[str, Any]]: ...
 
+    def training_runtime(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """A Trainer v2 TrainingRuntime (namespaced) or ClusterTrainingRuntime (namespace "")."""
+        ...
+
+
+RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
+
 
 @dataclass
 class StaticFacts:
-    """Facts from a fixed list of objects (Namespace, PersistentVolumeClaim, StorageClass, Node)."""
+    """Facts from a fixed list of objects (Namespace, PersistentVolumeClaim, StorageClass, Node, and Trainer v2
+    TrainingRuntime and ClusterTrainingRuntime)."""
 
     namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
     pvcs: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
     storage_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     node_list: list[Mapping[str, Any]] = field(default_factory=list)
+    runtimes: dict[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict)
     known: bool = True
 
     @classmethod
@@ -57,6 +66,9 @@ class StaticFacts:
                 facts.storage_classes[name] = obj
             elif kind == "Node":
                 facts.node_list.append(obj)
+            elif kind in RUNTIME_KINDS:
+                namespace = str(meta.get("namespace") or "default") if kind == "TrainingRuntime" else ""
+                facts.runtimes[(str(kind), namespace, name)] = obj
             elif kind == "List":
                 items = obj.get("items")
                 nested = cls.from_objects(items if isinstance(items, list) else [])
@@ -64,6 +76,7 @@ class StaticFacts:
                 facts.pvcs.update(nested.pvcs)
                 facts.storage_classes.update(nested.storage_classes)
                 facts.node_list.extend(nested.node_list)
+                facts.runtimes.update(nested.runtimes)
         return facts
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
@@ -83,6 +96,9 @@ class StaticFacts:
 
     def nodes(self) -> Sequence[Mapping[str, Any]]:
         return self.node_list
+
+    def training_runtime(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.runtimes.get((kind, namespace, name))
 
 
 NO_FACTS = StaticFacts(known=False)

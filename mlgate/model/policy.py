@@ -5,6 +5,7 @@
     metadata: {name: gpu-limits}
     spec:
       failurePolicy: Fail          # what a rule that cannot be evaluated does: Fail denies, Ignore admits
+      unknownKinds: Judge          # pod specs found in a kind no description knows: Judge | Warn | Ignore
       match:   {kinds: [...], namespaces: [...], namespaceSelector: {...}, objectSelector: {...}}
       exclude: {same fields}
       rules:
@@ -15,6 +16,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,8 +72,17 @@ class RuleBinding(Strict):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class UnknownKinds(StrEnum):
+    """What a policy does with the pod specs found in an object of a kind no description knows."""
+
+    JUDGE = "Judge"  # its rules judge them, each as one pod
+    WARN = "Warn"  # as Judge, but a denial becomes a warning
+    IGNORE = "Ignore"  # the policy does not apply
+
+
 class PolicySpec(Strict):
     failurePolicy: FailurePolicy = FailurePolicy.FAIL
+    unknownKinds: UnknownKinds = UnknownKinds.JUDGE
     match: MatchBlock = Field(default_factory=MatchBlock)
     exclude: MatchBlock | None = None
     rules: list[RuleBinding] = Field(min_length=1)

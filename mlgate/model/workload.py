@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mlgate.model import pointer
+from mlgate.model.kinds import Gang, KindSpec, RunPolicy
 
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 
@@ -19,6 +20,11 @@ PathFn = Callable[[tuple[str | int, ...]], str]
 TargetFn = Callable[[], dict[str, Any]]
 ContainerTargetFn = Callable[[str], dict[str, Any]]
 T = TypeVar("T")
+
+
+class Unwritable(Exception):
+    """A mutation asked to write where the kind keeps no field of its own (a rendered pod, a bare PodSpec's
+    metadata): the engine records the rule as skipped with this reason, and keeps nothing it half-wrote."""
 
 
 @dataclass
@@ -108,23 +114,49 @@ class Checkpoint:
     pointer: str = ""
 
 
+NO_GANG = Gang(schedulers=[])
+
+
 @dataclass
 class Workload:
+    """One object as rules see it. Everything kind-specific comes from its `KindSpec` (None: a kind no
+    description knows, whose pod specs were found by search and are judged one pod each)."""
+
     obj: dict[str, Any]
     api_version: str
     kind: str
     name: str
     namespace: str
     templates: list[PodTemplate] = field(default_factory=list)
-    run_policy_pointer: str | None = None  # where backoffLimit/cleanPodPolicy live
+    description: KindSpec | None = None
+    run_policy: RunPolicy | None = None  # its pointer made absolute for this object
     checkpoint: Checkpoint | None = None
     model_uri: tuple[str, str] | None = None  # (pointer, uri)
     gang_pointer: str | None = None  # where the kind keeps its own gang settings
     old_obj: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)  # how the pods were worked out, where a reader must know
+    pods_counted: bool = True  # false: how many pods run at once is unknown (unknown kinds, workflow steps)
+    old_workload: Callable[[], Workload | None] = field(default=lambda: None, compare=False)
+
+    @property
+    def known_kind(self) -> bool:
+        return self.description is not None
+
+    @property
+    def gang(self) -> Gang:
+        return self.description.gang if self.description is not None else NO_GANG
+
+    @property
+    def mutable(self) -> bool:
+        return self.description is not None and self.description.mutable
 
     @property
     def total_replicas(self) -> int:
         return sum(t.replicas for t in self.templates)
+
+    @property
+    def run_policy_pointer(self) -> str | None:
+        return self.run_policy.pointer if self.run_policy is not None else None
 
     @property
     def labels(self) -> dict[str, str]:

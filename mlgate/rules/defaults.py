@@ -136,23 +136,21 @@ class RunPolicyParams(Params):
 @mutation("defaults.run-policy", "restartPolicy, backoffLimit and cleanPodPolicy", RunPolicyParams, order=40,
           reports_changes=True)
 def run_policy(workload: Workload, params: RunPolicyParams, context: Context) -> bool:
+    """Only the fields the kind has (its description's `runPolicy`), and a restartPolicy its pods accept."""
+    policy = workload.run_policy
+    if policy is None:
+        return False
     obj = workload.obj
     changed = False
-    job_like = workload.kind == "Job"
+    allowed = policy.restartPolicies
+    value = params.restart_policy if params.restart_policy in allowed else (allowed[0] if allowed else None)
     for template in workload.templates:
-        ptr = template.restart_policy_pointer
-        if ptr is None or workload.kind == "Pod":
-            continue
-        value = params.restart_policy
-        if job_like and value not in ("OnFailure", "Never"):
-            value = "OnFailure"  # batch/v1 accepts only these two
-        changed |= _set_default(obj, ptr, value)
-    if workload.run_policy_pointer is None:
-        return changed
-    if params.backoff_limit is not None:
-        changed |= _set_default(obj, workload.run_policy_pointer + "/backoffLimit", params.backoff_limit)
-    if params.clean_pod_policy is not None and not job_like:
-        changed |= _set_default(obj, workload.run_policy_pointer + "/cleanPodPolicy", params.clean_pod_policy)
+        if template.restart_policy_pointer is not None and value is not None:
+            changed |= _set_default(obj, template.restart_policy_pointer, value)
+    if params.backoff_limit is not None and "backoffLimit" in policy.fields:
+        changed |= _set_default(obj, policy.pointer + "/backoffLimit", params.backoff_limit)
+    if params.clean_pod_policy is not None and "cleanPodPolicy" in policy.fields:
+        changed |= _set_default(obj, policy.pointer + "/cleanPodPolicy", params.clean_pod_policy)
     return changed
 
 

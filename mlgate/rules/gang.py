@@ -44,7 +44,6 @@ from mlgate.rules.gang_markers import (
     ANNOTATIONS,
     FIXED,
     GROUP,
-    JOB_KINDS,
     JOB_QUEUE_LABELS,
     KUEUE_TOTAL,
     MARKER_GROUPS,
@@ -60,7 +59,6 @@ from mlgate.rules.gang_markers import (
     units,
 )
 from mlgate.rules.registry import Context, NoParams, Params, check, mutation
-from mlgate.workloads.extract import REPLICA_SPECS, extract
 
 # --- gang.inject ------------------------------------------------------------------------------
 
@@ -80,44 +78,50 @@ class GangParams(Params):
 
 
 @mutation("gang.inject", "set the chosen gang scheduler's markers on every pod template", GangParams, order=50)
-def inject(workload: Workload, params: GangParams, context: Context) -> None:
+def inject(workload: Workload, params: GangParams, context: Context) -> Skipped | None:
     """On CREATE, and on an UPDATE of a job that already carries gang settings: an update that sends
     the manifest as written (kubectl replace, GitOps) gets back the same markers instead of being
-    refused by gang.immutable. A job that had none is never regrouped while it runs."""
+    refused by gang.immutable. A job that had none is never regrouped while it runs. What the kind
+    supports (its description's `gang`) decides where markers and settings go, or that none can."""
+    gang = workload.gang
+    if params.scheduler not in gang.schedulers:
+        return Skipped(f"{workload.kind} is not grouped for {params.scheduler} by pod markers: "
+                       f"{'its own operator or scheduler settings form its gangs' if workload.known_kind else 'unknown kind'}")
     total = workload.total_replicas
     if not as_dict(workload.obj.get("metadata")).get("name") or total < 1:
-        return
+        return None
     if context.operation == "UPDATE" and not _had_gang(workload):
-        return
+        return None
     if not _opted_in(workload, params):
-        return
+        return None
     all_units = units(workload)
     scheduler_name = params.scheduler_name or SCHEDULER_NAMES[params.scheduler]
-    for unit in all_units:
+    for unit in all_units if gang.podMarkers else ():
         _set_missing(unit, _pod_markers(workload, params, unit, all_units))
         if scheduler_name and not unit.first.spec.get("schedulerName"):
             unit.first.pod_target()["schedulerName"] = scheduler_name
     label = JOB_QUEUE_LABELS.get(params.scheduler)
-    if label and params.queue and workload.kind in JOB_KINDS and label not in workload.labels:
+    if label and params.queue and params.scheduler in gang.queueLabelFor and label not in workload.labels:
         metadata = ensure(workload.obj, "metadata")
         if metadata.get("labels") is None or isinstance(metadata["labels"], dict):  # never replace what was written
             ensure(metadata, "labels")[label] = params.queue
     _set_job_settings(workload, params, min(params.min_member or total, total))
+    return None
 
 
 def _had_gang(workload: Workload) -> bool:
-    old = extract(workload.old_obj) if workload.old_obj is not None else None
+    old = workload.old_workload()
     return old is not None and bool(settings(old))
 
 
 def _opted_in(workload: Workload, params: GangParams) -> bool:
-    """A TrainingJob that says `gang: false`, or names another scheduler, is left alone."""
-    if workload.kind != "TrainingJob" or not workload.gang_pointer:
-        return True
-    current = workload.at(workload.gang_pointer)
+    """A job whose own settings say no gang (TrainingJob `gang: false`), or name another scheduler, is left alone."""
+    gang = workload.gang
+    current = workload.at(workload.gang_pointer) if workload.gang_pointer else None
     if not isinstance(current, dict):
         return True
-    return current.get("gang") is not False and current.get("scheduler") in (None, params.scheduler)
+    return (gang.enabled is None or current.get(gang.enabled) is not False) and \
+        (gang.scheduler is None or current.get(gang.scheduler) in (None, params.scheduler))
 
 
 def _pod_markers(workload: Workload, params: GangParams, unit: Unit, everyone: list[Unit]) -> list[tuple[Aliases, str]]:
@@ -153,16 +157,20 @@ def _set_missing(unit: Unit, wanted: list[tuple[Aliases, str]]) -> None:
 
 
 def _set_job_settings(workload: Workload, params: GangParams, min_member: int) -> None:
+    """The kind's own gang settings, where its operator reads them for the chosen scheduler."""
+    gang = workload.gang
+    if params.scheduler not in gang.settingsFor or not workload.gang_pointer:
+        return
     wanted: dict[str, Any] = {}
-    if workload.kind == "TrainingJob":
-        wanted = {"gang": True, "scheduler": params.scheduler, "minMember": min_member}
-        if params.queue and params.scheduler in QUEUE:
-            wanted["queue"] = params.queue
-    elif workload.kind in REPLICA_SPECS and params.scheduler in ("volcano", "coscheduling"):
-        wanted = {"minAvailable": min_member}
-        if params.queue and params.scheduler == "volcano":
-            wanted["queue"] = params.queue
-    if not wanted or not workload.gang_pointer:
+    if gang.enabled:
+        wanted[gang.enabled] = True
+    if gang.scheduler:
+        wanted[gang.scheduler] = params.scheduler
+    if gang.minMember:
+        wanted[gang.minMember] = min_member
+    if gang.queue and params.queue and params.scheduler in QUEUE:
+        wanted[gang.queue] = params.queue
+    if not wanted:
         return
     current = workload.at(workload.gang_pointer)
     missing = {k: v for k, v in wanted.items() if not isinstance(current, dict) or current.get(k) is None}
@@ -211,9 +219,11 @@ def _text(number: Decimal) -> str:
 
 @check("gang.size", "gang minimums fit the job's pods; group names and counts agree", NoParams)
 def size(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+    if not workload.pods_counted:
+        return Skipped(f"how many {workload.kind} pods run at once is not known")
     all_units = units(workload)
-    name = "minMember" if workload.kind == "TrainingJob" else "minAvailable"
-    ptr = f"{workload.gang_pointer}/{name}" if workload.gang_pointer else None
+    name = workload.gang.minMember or "minAvailable"
+    ptr = f"{workload.gang_pointer}/{name}" if workload.gang_pointer and workload.gang.minMember else None
     minimum = workload.at(ptr) if ptr else None
     if minimum is None and not any(u.find(MARKERS) for u in all_units):
         return Skipped("no gang scheduling settings")
@@ -355,7 +365,7 @@ def _who(members: list[Unit]) -> str:
 def immutable(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
     if context.operation != "UPDATE":
         return Skipped("not an update")
-    old = extract(workload.old_obj) if workload.old_obj is not None else None
+    old = workload.old_workload()
     if old is None:
         return Skipped("no old object to compare with")
     before, after = settings(old), settings(workload)
@@ -400,8 +410,9 @@ def settings(workload: Workload) -> dict[str, Setting]:
         if label in workload.labels:
             ptr = pointer.join("/metadata/labels", label)
             out.setdefault(ptr, Setting(ptr, f"label {label}", workload.labels[label]))
+    gang = workload.gang
     if workload.gang_pointer:
-        for name in ("gang", "scheduler", "queue", "minMember", "minAvailable"):
+        for name in filter(None, (gang.enabled, gang.scheduler, gang.queue, gang.minMember)):
             ptr = workload.gang_pointer + "/" + name
             if (value := workload.at(ptr)) is not None:
                 out[ptr] = Setting(ptr, ptr[1:].replace("/", "."), value)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from mlgate.model import pointer
 from mlgate.model.workload import PodTemplate, Workload
 from mlgate.rules.common import NAME_PART
-from mlgate.workloads.extract import REPLICA_SPECS
 
 LABELS, ANNOTATIONS = "labels", "annotations"
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"
@@ -45,8 +44,7 @@ MARKER_GROUPS: tuple[Aliases, ...] = (*GROUP.values(), *QUEUE.values(), *((k,) f
 MARKERS: Aliases = tuple(dict.fromkeys(k for aliases in MARKER_GROUPS for k in aliases))
 SCHEDULER_NAMES = {"volcano": "volcano", "coscheduling": "scheduler-plugins-scheduler", "yunikorn": "yunikorn",
                    "kai": "kai-scheduler", "kueue": None}
-JOB_QUEUE_LABELS = {"kueue": KUEUE_QUEUE, "kai": KAI_QUEUE}  # also read from the job's own labels
-JOB_KINDS = ("Job", *REPLICA_SPECS)
+JOB_QUEUE_LABELS = {"kueue": KUEUE_QUEUE, "kai": KAI_QUEUE}  # read off the object where its kind says so
 _LABEL_VALUE = NAME_PART  # a non-empty label value
 FIXED = "gang settings are fixed once the job exists; delete and recreate the job to change them"
 

@@ -48,7 +48,8 @@ CheckResult = Iterable[Finding] | Skipped | Unevaluable
 CheckFn = Callable[[Workload, Any, Context], CheckResult]
 # A mutation edits the workload in place. One registered with reports_changes=True returns
 # whether it changed anything, which spares the engine a copy of the object around it.
-MutateFn = Callable[[Workload, Any, Context], bool | None]
+# A mutation that cannot apply to this workload returns a `Skipped` saying why.
+MutateFn = Callable[[Workload, Any, Context], bool | Skipped | None]
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,8 @@ def check(
 def mutation(
     rule_id: str, summary: str, params: type[P] = NoParams, order: int = 100,  # type: ignore[assignment]
     reports_changes: bool = False,
-) -> Callable[[Callable[[Workload, P, Context], bool | None]], Callable[..., bool | None]]:
-    def wrap(fn: Callable[[Workload, P, Context], bool | None]) -> Callable[..., bool | None]:
+) -> Callable[[Callable[[Workload, P, Context], bool | Skipped | None]], Callable[..., bool | Skipped | None]]:
+    def wrap(fn: Callable[[Workload, P, Context], bool | Skipped | None]) -> Callable[..., bool | Skipped | None]:
         _register(RuleSpec(rule_id, summary, params, mutate=fn, order=order, reports_changes=reports_changes))
         return fn
 

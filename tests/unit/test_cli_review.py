@@ -177,7 +177,7 @@ def test_a_list_item_that_is_not_an_object_is_an_error_at_its_line_and_the_other
 def test_an_empty_list_is_reported_like_any_other_kind(tmp_path: Path) -> None:
     result = validate(write(tmp_path, "apiVersion: v1\nkind: List\nitems: []\n"))
     assert result.exit_code == 0
-    assert "skipped (not an ML workload: v1/List)" in result.stdout
+    assert "skipped (no pod template to judge: v1/List)" in result.stdout
 
 
 def test_a_name_yaml_reads_as_a_date_is_reported_as_text(tmp_path: Path) -> None:

@@ -1,0 +1,129 @@
+"""mlgate's own TrainingJob and InferenceService: pods rendered from the shorthand spec plus the overlay.
+
+A TrainingJob's `spec.template` is an overlay merged by container name into the main container that `image`,
+`command`, `args` and `resources` describe (`render.py`, which the reconciler uses too). Findings point at the
+shorthand field where it set the value, else at the overlay's container; mutations write into the overlay.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlgate.model import pointer
+from mlgate.model.facts import ClusterFacts
+from mlgate.model.workload import Checkpoint, PodTemplate, Workload, as_dict, ensure
+from mlgate.workloads import render
+from mlgate.workloads.templates import ensure_at
+
+
+def training_job(workload: Workload, root: dict[str, Any], base: str, at: str, facts: ClusterFacts) -> None:
+    spec = as_dict(root.get("spec"))
+    checkpoint = as_dict(spec.get("checkpoint"))
+    if checkpoint:
+        workload.checkpoint = Checkpoint(claim_name=checkpoint.get("claimName"), mount_path=checkpoint.get("mountPath"),
+                                         uri=checkpoint.get("uri"), pointer=base + "/spec/checkpoint")
+    _templates(workload, root, render.training_roles(spec))
+
+
+def inference_service(workload: Workload, root: dict[str, Any], base: str, at: str, facts: ClusterFacts) -> None:
+    spec = as_dict(root.get("spec"))
+    if spec.get("modelUri"):
+        workload.model_uri = (base + "/spec/modelUri", str(spec["modelUri"]))
+    _templates(workload, root, [("Predictor", render.serving_replicas(spec))])
+
+
+def _templates(workload: Workload, obj: dict[str, Any], roles: list[tuple[str, int]]) -> None:
+    kind = workload.kind
+    main = render.main_container_name(kind, as_dict(obj.get("spec")))
+    writes = [0]  # every target handed out counts as a write to the shared overlay
+
+    def target(ptr: str) -> dict[str, Any]:
+        writes[0] += 1
+        return ensure_at(obj, ptr)
+
+    def container_target(name: str) -> dict[str, Any]:
+        writes[0] += 1
+        return _overlay_container(obj, name)
+
+    for role, replicas in roles:
+        def rerender(role: str = role) -> tuple[dict[str, Any], dict[str, Any]]:
+            current = as_dict(obj.get("spec"))
+            metadata = as_dict(as_dict(current.get("template")).get("metadata"))
+            return render.render_pod_spec(kind, current, role), metadata
+
+        spec_view, meta_view = rerender()
+        workload.templates.append(PodTemplate(
+            role=role,
+            replicas=replicas,
+            rendered_spec=spec_view,
+            rendered_metadata=meta_view,
+            path_fn=lambda tokens: _overlay_path(kind, as_dict(obj.get("spec")), main, tokens),
+            pod_target=lambda: target("/spec/template/spec"),
+            container_target=container_target,
+            meta_target=lambda: target("/spec/template/metadata"),
+            meta_pointer="/spec/template/metadata",
+            restart_policy_pointer=None,
+            main_container=main,
+            rerender=rerender,
+            writes=lambda: writes[0],
+        ))
+def _overlay_path(kind: str, spec: dict[str, Any], main: str, tokens: tuple[str | int, ...]) -> str:
+    """Map a path in the rendered pod spec back to the TrainingJob field the user wrote: the shorthand field
+    (`spec.image`, `spec.resources.gpu`, ...) when it set the value, else the overlay's container of that name."""
+    base = "/spec/template/spec"
+    if len(tokens) < 2 or tokens[0] not in ("containers", "initContainers", "ephemeralContainers"):
+        return pointer.join(base, *tokens)
+    key, index, rest = str(tokens[0]), tokens[1], tokens[2:]
+    rendered = render.render_pod_spec(kind, spec) if key == "containers" else {}
+    names = [c.get("name") for c in rendered.get("containers", [])]
+    name = names[index] if key == "containers" and isinstance(index, int) and index < len(names) else None
+    overlay = [c for c in as_dict(as_dict(spec.get("template")).get("spec")).get(key) or []]
+    position = next((i for i, c in enumerate(overlay) if isinstance(c, dict) and name is not None
+                     and c.get("name") == name), None)
+    if name == main and rest:
+        shorthand = _shorthand(spec, rest)
+        if shorthand is not None:
+            short_ptr, is_set = shorthand
+            # a value set nowhere (a finding about something missing) is best added to the shorthand
+            if is_set or position is None or pointer.resolve(overlay[position], pointer.join("", *rest)) is None:
+                return short_ptr
+    if position is not None:
+        return pointer.join(base, key, position, *rest)
+    if key != "containers" or name is None:
+        return pointer.join(base, *tokens)
+    return pointer.join(base, key, len(overlay), *rest)
+
+
+def _shorthand(spec: dict[str, Any], rest: tuple[str | int, ...]) -> tuple[str, bool] | None:
+    """(pointer of the shorthand field for `rest` of the main container, whether the shorthand sets it)."""
+    field = str(rest[0])
+    if field in render.SUGAR_FIELDS:
+        return pointer.join("/spec", *rest), spec.get(field) is not None
+    if field != "resources":
+        return None
+    resources = as_dict(spec.get("resources"))
+    if len(rest) < 3:  # the whole section: the overlay's, if it has one
+        return "/spec/resources", False
+    resource = str(rest[2])
+    short = _sugar_resource(resource)
+    if short is None:
+        return None
+    return pointer.join("/spec/resources", short), resource in render.resource_limits(resources)
+
+
+def _sugar_resource(resource: str) -> str | None:
+    if resource == "nvidia.com/gpu":
+        return "gpu"
+    if resource.startswith("nvidia.com/mig-"):
+        return "mig"
+    return resource if resource in render.RESOURCE_NAMES else None
+
+
+def _overlay_container(obj: dict[str, Any], name: str) -> dict[str, Any]:
+    containers = ensure(ensure_at(obj, "/spec/template/spec"), "containers", list)
+    for container in containers:
+        if isinstance(container, dict) and container.get("name") == name:
+            return container
+    container = {"name": name}
+    containers.append(container)
+    return container

@@ -1,0 +1,58 @@
+"""The safety net for kinds no description knows: every pod spec in the object is found and judged.
+
+A pod spec is any mapping with a `containers` list whose mappings carry an `image`. One under a `spec` key
+whose parent also holds `metadata` (or is a `template`) is read as a PodTemplateSpec, so its labels count.
+Each is judged as one pod: the kind's replica counts are unknown, and rules that need them skip.
+The walk is iterative (no depth limit to hit) and never descends into a pod spec it found.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlgate.model import pointer
+from mlgate.model.workload import PodTemplate
+from mlgate.workloads.templates import raw_template
+
+_SKIP = frozenset(("status", "managedFields"))  # what the server writes back, never a template to admit
+
+
+def pod_spec_pointers(obj: dict[str, Any]) -> list[tuple[str, bool]]:
+    """(pointer, is a PodTemplateSpec) of each pod spec in `obj`, in document order."""
+    found: list[tuple[str, bool]] = []
+    stack: list[tuple[Any, tuple[str, ...]]] = [(obj, ())]
+    while stack:
+        node, path = stack.pop()
+        if type(node) is dict:
+            if _is_pod_spec(node):
+                found.append((pointer.join("", *path), False))
+                continue
+            for key in reversed(node):
+                value = node[key]
+                if (type(value) is dict or type(value) is list) and key not in _SKIP:
+                    stack.append((value, (*path, key)))
+        else:
+            for index in range(len(node) - 1, -1, -1):
+                value = node[index]
+                if type(value) is dict or type(value) is list:
+                    stack.append((value, (*path, str(index))))
+    return [_as_template(obj, at) for at, _ in found]
+
+
+def _is_pod_spec(node: dict[str, Any]) -> bool:
+    containers = node.get("containers")
+    return type(containers) is list and any(type(c) is dict and "image" in c for c in containers)
+
+
+def _as_template(obj: dict[str, Any], at: str) -> tuple[str, bool]:
+    if not at.endswith("/spec"):
+        return at, False
+    parent_at = at[: -len("/spec")]
+    parent = pointer.resolve(obj, parent_at)
+    is_template = parent_at == "" or parent_at.endswith("/template") or "metadata" in parent
+    return (parent_at, True) if is_template else (at, False)
+
+
+def unknown_kind_templates(obj: dict[str, Any], base: str = "") -> list[PodTemplate]:
+    return [raw_template(obj, base, at, role=base + at or "/", replicas=1, bare=not is_template)
+            for at, is_template in pod_spec_pointers(obj)]
