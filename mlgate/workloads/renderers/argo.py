@@ -3,7 +3,8 @@ that runs a container, a script or a container set.
 
 Fields read (argo-workflows v4.1.2 pkg/apis/workflow/v1alpha1/workflow_types.go, workflow/controller/
 workflowpod.go), `P` being the workflow spec (`/spec`, or `/spec/workflowSpec` for a CronWorkflow):
-- `P/templates/*/container` and `P/templates/*/script`: the container `main`; `P/templates/*/containerSet/
+- `P/templates/*/container` and `P/templates/*/script` (also inline in `dag/tasks/*/inline` and
+  `steps/*/*/inline`): the container `main`; `P/templates/*/containerSet/
   containers/*`: one container each; `P/templates/*/{initContainers,sidecars}/*`.
 - Pod fields, workflow-wide then per template: `securityContext`, `volumes` (the template's added), `nodeSelector`,
   `affinity`, `tolerations`, `serviceAccountName`, `hostNetwork` (workflow-wide only), `automountServiceAccountToken`.
@@ -33,10 +34,7 @@ def workflow(workload: Workload, root: dict[str, Any], base: str, at: str, facts
     spec = as_dict(pointer.resolve(root, at))
     spec_at = base + at
     workload.pods_counted = False  # steps run one after another, loops and retries as often as they say
-    for index, template in enumerate(as_list_of_dicts(spec.get("templates"))):
-        if not any(isinstance(template.get(run), dict) for run in RUNS):
-            continue  # steps, DAGs, resources, suspends: no pod of their own
-        template_at = pointer.join(spec_at, "templates", index)
+    for template_at, template in _templates(spec, spec_at):
         pod = Composed(fallback=template_at)
         for source, source_at in ((spec, spec_at), (template, template_at)):
             for field in POD_FIELDS:
@@ -59,7 +57,22 @@ def workflow(workload: Workload, root: dict[str, Any], base: str, at: str, facts
         pod.metadata = {section: {**as_dict(as_dict(spec.get("podMetadata")).get(section)),
                                   **as_dict(as_dict(template.get("metadata")).get(section))}
                         for section in ("labels", "annotations")}
-        workload.templates.append(pod.template(str(template.get("name") or index), 1, workload.kind))
+        workload.templates.append(pod.template(str(template.get("name") or template_at), 1, workload.kind))
+
+
+def _templates(spec: dict[str, Any], spec_at: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every template that runs a pod: the named ones, and those written inline in a DAG task or a step."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    for index, template in enumerate(as_list_of_dicts(spec.get("templates"))):
+        template_at = pointer.join(spec_at, "templates", index)
+        found.append((template_at, template))
+        for t, task in enumerate(as_list_of_dicts(as_dict(template.get("dag")).get("tasks"))):
+            found.append((pointer.join(template_at, "dag", "tasks", t, "inline"), as_dict(task.get("inline"))))
+        for g, group in enumerate(template.get("steps") or [] if isinstance(template.get("steps"), list) else []):
+            for s, step in enumerate(as_list_of_dicts(group)):
+                found.append((pointer.join(template_at, "steps", g, s, "inline"), as_dict(step.get("inline"))))
+    # steps, DAGs, resources and suspends run no pod of their own
+    return [(at, t) for at, t in found if any(isinstance(t.get(run), dict) for run in RUNS)]
 
 
 def _patch(pod: Composed, text: Any, at: str) -> None:
