@@ -15,15 +15,17 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mlgate.model.facts import StaticFacts
+from mlgate.model.facts import RUNTIME_KINDS, StaticFacts, runtime_key
 
-KINDS = ("Namespace", "PersistentVolumeClaim", "StorageClass", "Node")
+KINDS = ("Namespace", "PersistentVolumeClaim", "StorageClass", "Node", *RUNTIME_KINDS)
 _META_KEEP = ("name", "namespace", "labels", "annotations")
 _KEEP = {
     "Namespace": (),
     "PersistentVolumeClaim": ("spec", "status"),
     "StorageClass": ("provisioner", "parameters", "volumeBindingMode", "allowVolumeExpansion", "reclaimPolicy"),
     "Node": ("spec",),
+    "TrainingRuntime": ("spec",),  # a TrainJob's pods are built from it
+    "ClusterTrainingRuntime": ("spec",),
 }
 _NODE_STATUS_KEEP = ("capacity", "allocatable")
 
@@ -63,6 +65,8 @@ class WatchedFacts:
                 self._facts.storage_classes = {}
             elif kind == "Node":
                 self._nodes = {}
+            elif kind in RUNTIME_KINDS:
+                self._facts.runtimes = {k: v for k, v in self._facts.runtimes.items() if k[0] != kind}
             else:
                 return
             for item in items:
@@ -91,6 +95,8 @@ class WatchedFacts:
             self._facts.pvcs[(str(meta.get("namespace") or "default"), name)] = item
         elif kind == "StorageClass":
             self._facts.storage_classes[name] = item
+        elif kind in RUNTIME_KINDS:
+            self._facts.runtimes[runtime_key(kind, meta)] = item
         else:
             self._nodes[name] = item
 
@@ -103,6 +109,8 @@ class WatchedFacts:
             self._facts.pvcs.pop((str(meta.get("namespace") or "default"), name), None)
         elif kind == "StorageClass":
             self._facts.storage_classes.pop(name, None)
+        elif kind in RUNTIME_KINDS:
+            self._facts.runtimes.pop(runtime_key(kind, meta), None)
         else:
             self._nodes.pop(name, None)
 
@@ -124,6 +132,10 @@ class WatchedFacts:
 
     def nodes(self) -> Sequence[Mapping[str, Any]]:
         return self._facts.node_list
+
+    def training_runtime(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        with self._lock:
+            return self._facts.training_runtime(kind, namespace, name)
 
     def status(self) -> dict[str, Any]:
         return {"known": self.known, "synced": self.synced(), "nodes": len(self._facts.node_list),

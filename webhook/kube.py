@@ -22,10 +22,13 @@ FACTS = {
     "PersistentVolumeClaim": "/api/v1/persistentvolumeclaims",
     "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
     "Node": "/api/v1/nodes",
+    "TrainingRuntime": "/apis/trainer.kubeflow.org/v1alpha1/trainingruntimes",  # not served: listed as empty
+    "ClusterTrainingRuntime": "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes",
 }
 POLICIES = {
     "MLPolicy": "/apis/mlgate.dev/v1alpha1/mlpolicies",
     "ClusterMLPolicy": "/apis/mlgate.dev/v1alpha1/clustermlpolicies",
+    "ClusterWorkloadKind": "/apis/mlgate.dev/v1alpha1/clusterworkloadkinds",
 }
 
 

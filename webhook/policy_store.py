@@ -25,16 +25,19 @@ from mlgate.loading.policies import (
     LoadError,
     PolicyLoadError,
     cluster_source,
-    compile_policy,
+    compile_document,
     duplicate_names,
-    load_policy_paths,
+    load_documents,
+    policy_set,
 )
+from mlgate.model.kinds import KindSpec
 
 from .metrics import Metrics
 from .watch import content_signature, manifest_files
 
 log = logging.getLogger("mlgate.webhook.policies")
-CLUSTER_KINDS = ("MLPolicy", "ClusterMLPolicy")
+CLUSTER_KINDS = ("MLPolicy", "ClusterMLPolicy", "ClusterWorkloadKind")
+Document = Policy | KindSpec  # a policy, or the description of a kind the engine should judge
 
 
 class PolicySource(Protocol):
@@ -42,7 +45,7 @@ class PolicySource(Protocol):
 
     def version(self) -> Hashable: ...
 
-    def load(self) -> tuple[list[Policy], list[str]]: ...
+    def load(self) -> tuple[list[Document], list[str]]: ...
 
 
 class DirectorySource:
@@ -56,15 +59,15 @@ class DirectorySource:
     def version(self) -> Hashable:
         return content_signature(manifest_files(self.paths))
 
-    def load(self) -> tuple[list[Policy], list[str]]:
+    def load(self) -> tuple[list[Document], list[str]]:
         try:
-            return list(load_policy_paths(manifest_files(self.paths)).policies), []
+            return load_documents(manifest_files(self.paths)), []
         except PolicyLoadError as exc:
             return [], [str(e) for e in exc.errors]
 
 
 class ClusterPolicySource:
-    """MLPolicy and ClusterMLPolicy objects, kept from watch events (plain dicts).
+    """MLPolicy, ClusterMLPolicy and ClusterWorkloadKind objects, kept from watch events (plain dicts).
 
     `synced` once both kinds have been listed: before that, the policies stored in the cluster are
     unknown and a webhook must not report ready (it would admit what they deny)."""
@@ -115,12 +118,12 @@ class ClusterPolicySource:
     def version(self) -> Hashable:
         return self._revision
 
-    def load(self) -> tuple[list[Policy], list[str]]:
-        policies: list[Policy] = []
+    def load(self) -> tuple[list[Document], list[str]]:
+        policies: list[Document] = []
         errors: list[str] = []
         by_object: dict[tuple[str, str, str], list[LoadError]] = {}
         for (kind, namespace, name), obj in self.objects():
-            policy, problems = compile_policy({**obj, "kind": kind}, cluster_source(kind, namespace, name))
+            policy, problems = compile_document({**obj, "kind": kind}, cluster_source(kind, namespace, name))
             errors.extend(str(p) for p in problems)
             by_object[(kind, namespace, name)] = problems
             if policy is not None:
@@ -159,13 +162,13 @@ class PolicyStore:
                 return False
             self._versions = versions
             self.synced = synced
-            policies: list[Policy] = []
+            policies: list[Document] = []
             errors: list[str] = []
             for source in self.sources:
                 loaded, problems = source.load()
                 policies.extend(loaded)
                 errors.extend(problems)
-            errors.extend(str(e) for e in duplicate_names(policies))
+            errors.extend(str(e) for e in duplicate_names(p for p in policies if isinstance(p, Policy)))
             if errors:
                 self._reject(errors)
                 return False
@@ -182,9 +185,10 @@ class PolicyStore:
             self.metrics.policy_reload_errors.inc()
             self.metrics.policy_last_reload_ok.set(0)
 
-    def _accept(self, policies: list[Policy]) -> None:
+    def _accept(self, documents: list[Document]) -> None:
         generation = (self.current.generation if self.current is not None else 0) + 1
-        self.current = PolicySet(tuple(policies), generation)
+        self.current = policy_set(documents, generation)
+        policies = self.current.policies
         self.errors = []
         log.log(logging.INFO if policies else logging.WARNING,
                 "policy set %d in force: %d policies%s", generation, len(policies),

@@ -235,7 +235,7 @@ def _answer(request: AdmissionRequest, decision: Decision) -> Admission:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(orjson.dumps(decision.patch)).decode()
         verdict = "patched"
-    warnings = short_warnings(engine_warnings)
+    warnings = [f"mlgate: {note}" for note in decision.notes] + short_warnings(engine_warnings)
     if warnings:
         response["warnings"] = warnings
     annotations = {_annotation_key(k): v for k, v in decision.audit_annotations.items()}
@@ -259,7 +259,7 @@ def mutations_only(policies: PolicySet) -> PolicySet:
     view = PolicySet(tuple(
         replace(p, bindings=tuple(b for b in p.bindings if b.rule.is_mutation))
         for p in policies.policies if any(b.rule.is_mutation for b in p.bindings)
-    ), policies.generation)
+    ), policies.generation, policies.kinds)
     _views = (policies, view)
     return view
 

@@ -81,6 +81,7 @@ def text_record(record: Record) -> str:
     if record.status == "skipped":
         return f"{head} {record.identity}: skipped ({record.note})\n"
     lines = [f"{head} {record.identity}: {record.status.upper()}"]
+    lines += [f"  NOTE {note}" for note in record.notes]
     for v in record.violations:
         lines.append(f"  {v.action.upper()} {v.message}")
         lines.append(f"       at {record.source}:{v.line}" if v.line else f"       at {record.source}")
@@ -110,6 +111,7 @@ def record_json(record: Record) -> dict[str, Any]:
         "allowed": record.status in ("allowed", "skipped"),
         "error": record.error,
         "note": record.note,
+        "notes": record.notes,
         "violations": [
             {"policy": v.policy, "rule": v.rule, "action": v.action, "path": v.path, "reason": v.reason,
              "message": v.message, "fix": v.fix, "line": v.line}

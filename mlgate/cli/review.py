@@ -70,6 +70,7 @@ class Record:
     namespace: str | None = None
     error: str | None = None
     note: str = ""
+    notes: list[str] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     patch: list[dict[str, Any]] = field(default_factory=list)
@@ -130,7 +131,7 @@ def _review_object(document: Document, obj: Any, settings: Settings, *, item: in
         return record
     if prefix:
         decision = _under(decision, prefix)
-    record.note = decision.note
+    record.note, record.notes = decision.note, decision.notes
     record.status = "skipped" if decision.note else ("allowed" if decision.allowed else "denied")
     record.violations = _violations(document, decision, prefix)
     record.warnings = decision.warnings

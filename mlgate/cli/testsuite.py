@@ -162,7 +162,7 @@ def _compare(
         return outcome("missing", False, f"policy {exp.policy!r} has no rule {exp.rule!r}")
     _, decision = matches[0]
     results = [r for r in decision.results if r.policy == exp.policy and r.rule == exp.rule]
-    if not results:  # not an ML workload, or the policy does not match this resource
+    if not results:  # no pod template, or the policy does not match this resource
         note = decision.note or f"policy {exp.policy!r} does not apply rule {exp.rule!r} to this resource"
         return outcome("skip", exp.result == "skip", note)
     actual = results[0].outcome.value

@@ -70,7 +70,7 @@ def evaluate(
                 result = _run_check(policy, binding, target, context)
                 results.append(replace(result, outcome=Outcome.WARN) if warn_only and result.blocks else result)
     patch = diff(obj, mutated) if mutated is not obj else []
-    decision = Decision(allowed=True, results=results, patch=patch, mutated=mutated, note="; ".join(target.notes))
+    decision = Decision(allowed=True, results=results, patch=patch, mutated=mutated, notes=list(target.notes))
     decision.allowed = not decision.violations
     if not decision.allowed and old_obj is not None and operation == "UPDATE":
         _ratchet(decision, old_obj, policies, facts)

@@ -20,8 +20,11 @@ from mlgate.engine.policyset import Binding, Policy, PolicySet
 from mlgate.loading.documents import InputError, document_chunks, expand
 from mlgate.loading.linemap import compose_with_lines, line_for
 from mlgate.model import pointer
+from mlgate.model.kinds import WORKLOAD_KIND_KINDS, KindSpec, WorkloadKindDocument
 from mlgate.model.policy import API_VERSION, POLICY_KINDS, PolicyDocument
 from mlgate.rules.registry import catalog
+from mlgate.workloads.catalog import SHIPPED
+from mlgate.workloads.renderers import RENDERERS
 
 CHECKOUT_POLICY_DIR = Path(__file__).resolve().parents[2] / "policies"  # a checkout or an editable install
 PACKAGED_POLICY_DIR = Path(__file__).resolve().parents[1] / "shipped_policies"  # an installed wheel's copy
@@ -56,8 +59,14 @@ def default_policy_dir() -> Path:
 
 
 def load_policy_paths(paths: Iterable[str | Path]) -> PolicySet:
-    """Every policy document in the given files and directories."""
-    policies: list[Policy] = []
+    """Every policy and WorkloadKind document in the given files and directories, as one set."""
+    return policy_set(load_documents(paths))
+
+
+def load_documents(paths: Iterable[str | Path]) -> list[Policy | KindSpec]:
+    """Every policy and WorkloadKind document in the given files and directories, checked."""
+    policies: list[Policy | KindSpec] = []
+    described: list[tuple[str, KindSpec]] = []  # where each WorkloadKind came from
     errors: list[LoadError] = []
     try:
         sources = list(expand(str(p) for p in paths))
@@ -71,15 +80,24 @@ def load_policy_paths(paths: Iterable[str | Path]) -> PolicySet:
             continue
         loaded, problems = load_policy_text(text, source)
         policies.extend(loaded)
+        described.extend((source, k) for k in loaded if isinstance(k, KindSpec))
         errors.extend(problems)
-    errors.extend(duplicate_names(policies))
+    errors.extend(duplicate_names(p for p in policies if isinstance(p, Policy)))
+    errors.extend(duplicate_kinds(described))
     if errors:
         raise PolicyLoadError(errors)
-    return PolicySet(tuple(policies))
+    return policies
 
 
-def load_policy_text(text: str, source: str) -> tuple[list[Policy], list[LoadError]]:
-    policies: list[Policy] = []
+def policy_set(documents: Iterable[Policy | KindSpec], generation: int = 0) -> PolicySet:
+    """The set of these policies, judging the shipped kinds plus these WorkloadKinds."""
+    documents = list(documents)
+    kinds = SHIPPED.with_kinds(d for d in documents if isinstance(d, KindSpec))
+    return PolicySet(tuple(d for d in documents if isinstance(d, Policy)), generation, kinds)
+
+
+def load_policy_text(text: str, source: str) -> tuple[list[Policy | KindSpec], list[LoadError]]:
+    policies: list[Policy | KindSpec] = []
     errors: list[LoadError] = []
     for line, raw, oversize in document_chunks(io.BytesIO(text.encode("utf-8"))):
         if oversize:
@@ -94,11 +112,51 @@ def load_policy_text(text: str, source: str) -> tuple[list[Policy], list[LoadErr
             continue
         if value is None:
             continue
-        policy, problems = compile_policy(value, source, lines)
+        document, problems = compile_document(value, source, lines)
         errors.extend(problems)
-        if policy is not None:
-            policies.append(policy)
+        if document is not None:
+            policies.append(document)
     return policies, errors
+
+
+def compile_document(
+    value: Any, source: str, lines: Mapping[str, int] | None = None
+) -> tuple[Policy | KindSpec | None, list[LoadError]]:
+    """A policy, or a WorkloadKind describing a kind the engine should judge."""
+    if isinstance(value, dict) and value.get("kind") in WORKLOAD_KIND_KINDS and value.get("apiVersion") == API_VERSION:
+        return compile_kind(value, source, lines)
+    return compile_policy(value, source, lines)
+
+
+def compile_kind(
+    value: dict[str, Any], source: str, lines: Mapping[str, int] | None = None
+) -> tuple[KindSpec | None, list[LoadError]]:
+    lines = dict(lines or {})
+
+    def err(ptr: str, message: str) -> LoadError:
+        return LoadError(source, line_for(lines, ptr), _dotted(ptr), message)
+
+    try:
+        document = WorkloadKindDocument.model_validate(value)
+    except ValidationError as exc:
+        return None, [err(_pointer(e["loc"]), _pydantic_message(e)) for e in exc.errors()]
+    spec = document.spec
+    if spec.render is not None and spec.render not in RENDERERS:
+        return None, [err("/spec/render", f"unknown renderer {spec.render!r}; one of: {', '.join(sorted(RENDERERS))}")]
+    return spec, []
+
+
+def duplicate_kinds(kinds: Iterable[tuple[str, KindSpec]]) -> list[LoadError]:
+    """An error for every WorkloadKind (with its source) that describes a group and kind an earlier one does."""
+    seen: dict[tuple[str, str], str] = {}
+    errors: list[LoadError] = []
+    for source, spec in kinds:
+        key = (spec.group, spec.kind)
+        if key in seen:
+            errors.append(LoadError(source, None, "spec.kind",
+                                    f"{spec.group or 'core'}/{spec.kind} is also described in {seen[key]}"))
+        seen.setdefault(key, source)
+    return errors
 
 
 def compile_policy(
@@ -112,8 +170,9 @@ def compile_policy(
     if not isinstance(value, dict):
         return None, [err("", f"a policy must be a mapping, not a {type(value).__name__}")]
     if value.get("kind") not in POLICY_KINDS or value.get("apiVersion") != API_VERSION:
-        return None, [err("/kind", f"not a policy: expected apiVersion {API_VERSION} and kind "
-                                   f"{' or '.join(POLICY_KINDS)}, got {value.get('apiVersion')}/{value.get('kind')}")]
+        expected = " or ".join((*POLICY_KINDS, *WORKLOAD_KIND_KINDS))
+        return None, [err("/kind", f"not a policy: expected apiVersion {API_VERSION} and kind {expected}, "
+                                   f"got {value.get('apiVersion')}/{value.get('kind')}")]
     try:
         document = PolicyDocument.model_validate(value)
     except ValidationError as exc:

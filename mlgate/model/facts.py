@@ -34,6 +34,12 @@ class ClusterFacts(Protocol):
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 
 
+def runtime_key(kind: str, meta: Mapping[str, Any]) -> tuple[str, str, str]:
+    """How a training runtime is looked up: a ClusterTrainingRuntime has no namespace."""
+    namespace = str(meta.get("namespace") or "default") if kind == "TrainingRuntime" else ""
+    return kind, namespace, str(meta.get("name") or "")
+
+
 @dataclass
 class StaticFacts:
     """Facts from a fixed list of objects (Namespace, PersistentVolumeClaim, StorageClass, Node, and Trainer v2
@@ -67,8 +73,7 @@ class StaticFacts:
             elif kind == "Node":
                 facts.node_list.append(obj)
             elif kind in RUNTIME_KINDS:
-                namespace = str(meta.get("namespace") or "default") if kind == "TrainingRuntime" else ""
-                facts.runtimes[(str(kind), namespace, name)] = obj
+                facts.runtimes[runtime_key(str(kind), meta)] = obj
             elif kind == "List":
                 items = obj.get("items")
                 nested = cls.from_objects(items if isinstance(items, list) else [])

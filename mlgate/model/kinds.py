@@ -27,17 +27,17 @@ and `max` of counts.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
 from mlgate.model.policy import Metadata, Strict
 
 WORKLOAD_KIND_KINDS = ("WorkloadKind", "ClusterWorkloadKind")
-SCHEDULERS = ("volcano", "coscheduling", "kueue", "yunikorn", "kai")
 Scheduler = Literal["volcano", "coscheduling", "kueue", "yunikorn", "kai"]
-RUN_POLICY_FIELDS = ("backoffLimit", "cleanPodPolicy")
-RESTART_POLICIES = ("OnFailure", "Never", "ExitCode", "Always")
+RestartPolicy = Literal["OnFailure", "Never", "ExitCode", "Always"]
+SCHEDULERS: tuple[Scheduler, ...] = get_args(Scheduler)
+RESTART_POLICIES: tuple[RestartPolicy, ...] = get_args(RestartPolicy)
 _POINTER = re.compile(r"^(/([^/~]|~[01])*)*$")
 _RELATIVE = re.compile(r"^([^/~]|~[01])+(/([^/~]|~[01])+)*$")
 
@@ -99,8 +99,7 @@ class TemplateSource(Strict):
 class RunPolicy(Strict):
     pointer: str
     fields: list[Literal["backoffLimit", "cleanPodPolicy"]] = Field(default_factory=list)
-    restartPolicies: list[Literal["OnFailure", "Never", "ExitCode", "Always"]] = Field(
-        default_factory=lambda: list(RESTART_POLICIES))
+    restartPolicies: list[RestartPolicy] = Field(default_factory=lambda: list(RESTART_POLICIES))
 
 
 class Gang(Strict):

@@ -93,7 +93,8 @@ class Decision:
     results: list[RuleResult] = field(default_factory=list)
     patch: list[dict[str, Any]] = field(default_factory=list)
     mutated: dict[str, Any] | None = None
-    note: str = ""  # e.g. "not an ML workload"
+    note: str = ""  # why the object was not judged at all, e.g. "no pod template to judge"
+    notes: list[str] = field(default_factory=list)  # how it was judged, where a reader must know (unknown kind)
 
     @property
     def violations(self) -> list[RuleResult]:

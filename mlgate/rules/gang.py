@@ -85,8 +85,8 @@ def inject(workload: Workload, params: GangParams, context: Context) -> Skipped 
     supports (its description's `gang`) decides where markers and settings go, or that none can."""
     gang = workload.gang
     if params.scheduler not in gang.schedulers:
-        return Skipped(f"{workload.kind} is not grouped for {params.scheduler} by pod markers: "
-                       f"{'its own operator or scheduler settings form its gangs' if workload.known_kind else 'unknown kind'}")
+        how = "its operator or its scheduler settings form its gangs" if workload.known_kind else "an unknown kind"
+        return Skipped(f"{workload.kind} is not grouped for {params.scheduler} by pod markers: {how}")
     total = workload.total_replicas
     if not as_dict(workload.obj.get("metadata")).get("name") or total < 1:
         return None

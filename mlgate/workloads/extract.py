@@ -40,15 +40,14 @@ def extract(
         workload.templates, workload.pods_counted = unknown_kind_templates(obj), False
         if not workload.templates:
             return None
-        workload.notes.append(
-            f"{api_version or '?'}/{kind or '?'} is a kind no description knows: each pod spec found in it was "
-            "judged as one pod, and rules that count a job's pods were skipped; describe it with a WorkloadKind")
+        workload.notes.append(f"{api_version or '?'}/{kind or '?'}: unknown kind; each pod spec judged as one pod, "
+                              "pod counts unchecked; describe it with a WorkloadKind")
         return workload
-    describe(workload, workload.description, obj, "", kinds, facts, depth=0)
+    describe(workload, workload.description, obj, "", kinds=kinds, facts=facts, depth=0)
     return workload
 
 
-def describe(workload: Workload, spec: KindSpec, root: dict[str, Any], base: str, kinds: KindCatalog,
+def describe(workload: Workload, spec: KindSpec, root: dict[str, Any], base: str, *, kinds: KindCatalog,
              facts: ClusterFacts, depth: int) -> None:
     """Add what `spec` says about `root` (found at pointer `base` of the workload's object) to the workload."""
     for source in spec.templates:
@@ -68,7 +67,7 @@ def describe(workload: Workload, spec: KindSpec, root: dict[str, Any], base: str
                 workload.templates += unknown_kind_templates(value, base + at) if isinstance(value, dict) else []
                 continue
             describe(workload, nested.model_copy(update={"runPolicy": None, "gang": spec.gang}), value, base + at,
-                     kinds, facts, depth + 1)
+                     kinds=kinds, facts=facts, depth=depth + 1)
 
 
 class Match(NamedTuple):

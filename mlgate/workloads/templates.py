@@ -12,7 +12,9 @@ from mlgate.model import pointer
 from mlgate.model.workload import PodTemplate, Unwritable, as_dict, ensure
 
 
-def raw_template(root: dict[str, Any], base: str, at: str, role: str, replicas: int, *, bare: bool = False) -> PodTemplate:
+def raw_template(
+    root: dict[str, Any], base: str, at: str, role: str, replicas: int, *, bare: bool = False
+) -> PodTemplate:
     """The PodTemplateSpec at `at` (`spec` and `metadata` under it; "" for a Pod), or with `bare` the PodSpec
     at `at` itself, which has no metadata of its own."""
     spec_at, meta_at = (at, "") if bare else (at + "/spec", at + "/metadata")

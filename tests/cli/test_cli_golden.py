@@ -78,7 +78,7 @@ def test_one_bad_document_does_not_hide_the_verdicts_on_the_others():
     result = run_cli(["validate", f"{INPUTS}/multi-with-bad-doc.yaml"])
     out = result.stdout.decode()
     assert "Pod ml/fractional: DENIED" in out
-    assert "ConfigMap default/not-ml: skipped (not an ML workload: v1/ConfigMap)" in out
+    assert "ConfigMap default/not-ml: skipped (no pod template to judge: v1/ConfigMap)" in out
     assert result.returncode == 2
 
 

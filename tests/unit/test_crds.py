@@ -20,7 +20,8 @@ import yaml
 from builders import DELETE, change, trainingjob
 
 from mlgate.loading.documents import read_documents
-from mlgate.model.policy import UnknownKinds, MatchBlock, PolicySpec, Requirement, RuleBinding
+from mlgate.model.kinds import KindSpec, TemplateSource
+from mlgate.model.policy import MatchBlock, PolicySpec, Requirement, RuleBinding, UnknownKinds
 from mlgate.model.results import Action, FailurePolicy
 from mlgate.rules.registry import RULE_ID
 from mlgate.workloads import render
@@ -31,7 +32,7 @@ CRD_DIR = ROOT / "manifests" / "crds"
 E2E_CRD_DIR = ROOT / "tests" / "e2e_crds"
 EXAMPLES = ROOT / "examples"
 POLICIES = ROOT / "policies"
-MLGATE_KINDS = {"TrainingJob", "InferenceService", "MLPolicy", "ClusterMLPolicy"}
+MLGATE_KINDS = {"TrainingJob", "InferenceService", "MLPolicy", "ClusterMLPolicy", "ClusterWorkloadKind"}
 
 Obj = dict[str, Any]
 
@@ -159,7 +160,8 @@ def test_crd_has_exactly_one_storage_version_and_status_subresources(path: Path)
 def test_every_schema_node_declares_a_type_and_never_mixes_property_styles(path: Path) -> None:
     for version in _load(path)[0]["spec"]["versions"]:
         for where, node in nodes(version["schema"]["openAPIV3Schema"]):
-            assert "type" in node or node.get("x-kubernetes-int-or-string"), f"{where} has no type"
+            untyped = node.get("x-kubernetes-int-or-string") or node.get("x-kubernetes-preserve-unknown-fields")
+            assert "type" in node or untyped, f"{where} has no type"
             assert not ("properties" in node and "additionalProperties" in node), where
             if "properties" in node or "additionalProperties" in node:
                 assert node["type"] == "object", where
@@ -185,14 +187,15 @@ def test_printer_columns_point_at_fields_of_their_type(kind: str) -> None:
         assert node["type"] == column["type"], path
 
 
-def test_mlgate_crds_are_the_four_kinds_in_one_group_version_and_category() -> None:
+def test_mlgate_crds_are_the_five_kinds_in_one_group_version_and_category() -> None:
     assert set(CRDS) == MLGATE_KINDS
     for crd in CRDS.values():
         assert crd["spec"]["group"] == "mlgate.dev"
         assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1"]
         assert "ml" in crd["spec"]["names"]["categories"]
-    assert CRDS["ClusterMLPolicy"]["spec"]["scope"] == "Cluster"
-    assert {CRDS[k]["spec"]["scope"] for k in MLGATE_KINDS - {"ClusterMLPolicy"}} == {"Namespaced"}
+    cluster_scoped = {"ClusterMLPolicy", "ClusterWorkloadKind"}
+    assert {CRDS[k]["spec"]["scope"] for k in cluster_scoped} == {"Cluster"}
+    assert {CRDS[k]["spec"]["scope"] for k in MLGATE_KINDS - cluster_scoped} == {"Namespaced"}
 
 
 def test_short_names_are_unique_across_every_crd_we_install() -> None:
@@ -402,3 +405,10 @@ def test_defaults_fill_framework_replicas_and_checkpoint_retention() -> None:
     obj = change(change(TJ, "/spec/framework", DELETE), "/spec/replicas", DELETE)
     spec = with_defaults(schema_of("TrainingJob"), change(obj, "/spec/checkpoint", {"uri": "s3://b/k"}))["spec"]
     assert (spec["framework"], spec["replicas"], spec["checkpoint"]["retain"]) == ("pytorch", 1, True)
+
+
+def test_workload_kind_schema_follows_the_kind_model() -> None:
+    spec = node_at(schema_of("ClusterWorkloadKind"), "/spec")
+    assert set(spec["properties"]) == set(KindSpec.model_fields)
+    assert set(spec["properties"]["templates"]["items"]["properties"]) == set(TemplateSource.model_fields)
+    assert set(spec["required"]) == {name for name, f in KindSpec.model_fields.items() if f.is_required()}

@@ -79,10 +79,11 @@ def test_warn_and_audit_actions_admit_with_warnings_and_audit_annotations(tempor
     assert audited.audit_annotations == {"test.test.always": "always: /spec: found; nothing to do"}
 
 
-def test_unknown_kinds_are_skipped_as_not_an_ml_workload():
-    decision = evaluate({"apiVersion": "v1", "kind": "ConfigMap"}, policy_set({"rule": "gpu.limits"}))
+def test_an_object_without_any_pod_spec_is_skipped_with_a_reason():
+    decision = evaluate({"apiVersion": "v1", "kind": "ConfigMap", "data": {"containers": "x"}},
+                        policy_set({"rule": "gpu.limits"}))
     assert decision.allowed and decision.results == []
-    assert decision.note == "not an ML workload: v1/ConfigMap"
+    assert decision.note == "no pod template to judge: v1/ConfigMap"
 
 
 @pytest.mark.parametrize(

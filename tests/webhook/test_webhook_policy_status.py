@@ -33,6 +33,7 @@ def loaded(*objects: dict[str, Any]) -> tuple[ClusterPolicySource, PolicyStore]:
     source = ClusterPolicySource()
     source.replace("MLPolicy", list(objects))
     source.replace("ClusterMLPolicy", [])
+    source.replace("ClusterWorkloadKind", [])
     store = PolicyStore([source])
     store.refresh()
     return source, store

@@ -17,6 +17,7 @@ from mlgate.model.results import Action, Outcome, RuleResult
 from mlgate_certs.bundle import write_atomic
 from mlgate_certs.throwaway import throwaway_pki
 from mlgate_webhook import review as review_module
+from mlgate_webhook.facts_cache import KINDS as FACT_KINDS
 from mlgate_webhook.facts_cache import WatchedFacts
 from mlgate_webhook.metrics import Metrics
 from mlgate_webhook.policy_store import ClusterPolicySource, DirectorySource, PolicyStore
@@ -191,7 +192,7 @@ def storage_class(name: str, default: bool = False) -> dict:
 
 def test_facts_are_known_only_once_every_kind_was_listed():
     facts = WatchedFacts()
-    for kind in ("Namespace", "PersistentVolumeClaim", "StorageClass"):
+    for kind in ("Namespace", "PersistentVolumeClaim", "StorageClass", "TrainingRuntime", "ClusterTrainingRuntime"):
         facts.replace(kind, [])
         assert facts.known is False
     facts.replace("Node", [node("a")])
@@ -316,7 +317,7 @@ def test_a_webhook_with_watched_facts_is_ready_only_once_they_are_listed():
     ready, detail = service.readiness()
     assert not ready
     assert "cluster facts not synced" in detail["missing"]
-    for kind in ("Namespace", "PersistentVolumeClaim", "StorageClass", "Node"):
+    for kind in FACT_KINDS:
         facts.replace(kind, [])
     ready, detail = service.readiness()
     assert detail["missing"] == ["TLS not ready"]  # no TLS in this unit test; facts are no longer missing

@@ -43,9 +43,9 @@ def workflow(workload: Workload, root: dict[str, Any], base: str, at: str, facts
         volumes = [*as_list_of_dicts(spec.get("volumes")), *as_list_of_dicts(template.get("volumes"))]
         if volumes:
             pod.set("volumes", volumes, template_at + "/volumes" if template.get("volumes") else spec_at + "/volumes")
-        for key, source in (("initContainers", "initContainers"), ("containers", "sidecars")):
-            for i, container in enumerate(as_list_of_dicts(template.get(source))):
-                pod.add_container(key, container, pointer.join(template_at, source, i))
+        for key, field in (("initContainers", "initContainers"), ("containers", "sidecars")):
+            for i, container in enumerate(as_list_of_dicts(template.get(field))):
+                pod.add_container(key, container, pointer.join(template_at, field, i))
         for run in ("container", "script"):
             if isinstance(template.get(run), dict):
                 pod.add_container("containers", {"name": "main", **template[run]}, pointer.join(template_at, run))

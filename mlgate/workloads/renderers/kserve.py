@@ -8,7 +8,7 @@ Fields read (kserve v0.20.0 pkg/apis/serving/v1beta1/{predictor,component,transf
   `onnx`, `huggingface`, `pmml`, `lightgbm`, `paddle`) and `explainer.art`: a Container that runs as
   `kserve-container`, merged with a `containers` entry of that name; `storageUri` is the model's URI.
 - `predictor.workerSpec`: an inline PodSpec for multi-node serving; the
-  reference counts `RAY_NODE_COUNT − 1` workers, RAY_NODE_COUNT being `pipelineParallelSize` (default 1), so at
+  reference counts `RAY_NODE_COUNT - 1` workers, RAY_NODE_COUNT being `pipelineParallelSize` (default 1), so at
   least one worker pod per predictor pod is judged.
 """
 

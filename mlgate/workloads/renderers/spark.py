@@ -43,6 +43,8 @@ def spark_application(workload: Workload, root: dict[str, Any], base: str, at: s
         pod.add_container("containers", _main(app, role_spec, container_name), role_at)
         if role_spec.get("gpu") is not None:  # the main container's limits come from `gpu`, `cores`, `memory`...
             pod.field_of_container[("containers", 0, "resources")] = role_at + "/gpu"
+        if role_spec.get("image") is None:  # the application-wide image
+            pod.field_of_container[("containers", 0, "image")] = base + at + "/image"
         for key, source in (("containers", "sidecars"), ("initContainers", "initContainers")):
             for index, container in enumerate(as_list_of_dicts(role_spec.get(source))):
                 pod.add_container(key, container, pointer.join(role_at, source, index))

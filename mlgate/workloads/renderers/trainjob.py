@@ -2,7 +2,7 @@
 
 Fields read (kubeflow/trainer v2.3.0 pkg/apis/trainer/v1alpha1/trainjob_types.go, pkg/runtime/core):
 - `runtimeRef{name, kind (default ClusterTrainingRuntime)}`: the runtime's `spec.template.spec` is a JobSet
-  spec; each `replicatedJobs[]` runs `replicas × parallelism` pods of `template.spec.template`.
+  spec; each `replicatedJobs[]` runs `replicas * parallelism` pods of `template.spec.template`.
 - The job labelled `trainer.kubeflow.org/trainjob-ancestor-step: trainer` runs `trainer.numNodes` pods (else
   the runtime's `mlPolicy.numNodes`, else 1); its container `node` takes `trainer.image`, `command`, `args`
   (replaced), `env` (upserted) and `resourcesPerNode` (merged).
