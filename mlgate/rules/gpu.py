@@ -88,7 +88,7 @@ def maximum(workload: Workload, params: MaxParams, context: Context) -> Iterator
                           f"{pod_total} GPUs, the limit is {params.per_pod}",
                           "use fewer GPUs per pod and more replicas")
         job_total += pod_total * template.replicas
-    if params.per_job is not None and job_total > params.per_job:
+    if params.per_job is not None and workload.pods_counted and job_total > params.per_job:
         yield Finding("/spec", "too many gpus per job",
                       f"{workload.kind} {workload.name!r} asks for {job_total} GPUs in all, "
                       f"the limit is {params.per_job}", "lower replicas or GPUs per replica")

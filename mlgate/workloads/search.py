@@ -3,7 +3,8 @@
 A pod spec is any mapping with a `containers` list whose mappings carry an `image`. One under a `spec` key
 whose parent also holds `metadata` (or is a `template`) is read as a PodTemplateSpec, so its labels count.
 Each is judged as one pod: the kind's replica counts are unknown, and rules that need them skip.
-The walk is iterative (no depth limit to hit) and never descends into a pod spec it found.
+The walk is iterative (no depth limit to hit); in a pod spec it found, only fields that are not the pod's own
+containers or volumes are searched further.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from mlgate.model.workload import PodTemplate
 from mlgate.workloads.templates import raw_template
 
 _SKIP = frozenset(("status", "managedFields"))  # what the server writes back, never a template to admit
+_POD_SKIP = _SKIP | {"containers", "initContainers", "ephemeralContainers", "volumes"}
 
 
 def pod_spec_pointers(obj: dict[str, Any]) -> list[tuple[str, bool]]:
@@ -24,12 +26,13 @@ def pod_spec_pointers(obj: dict[str, Any]) -> list[tuple[str, bool]]:
     while stack:
         node, path = stack.pop()
         if type(node) is dict:
+            skip = _SKIP
             if _is_pod_spec(node):
                 found.append((pointer.join("", *path), False))
-                continue
+                skip = _POD_SKIP  # an unknown kind may keep more templates beside its containers
             for key in reversed(node):
                 value = node[key]
-                if (type(value) is dict or type(value) is list) and key not in _SKIP:
+                if (type(value) is dict or type(value) is list) and key not in skip:
                     stack.append((value, (*path, key)))
         else:
             for index in range(len(node) - 1, -1, -1):

@@ -22,8 +22,10 @@ class Composed:
     metadata: dict[str, Any] = field(default_factory=dict)
     field_at: dict[str, str] = field(default_factory=dict)  # top-level pod field -> its pointer
     container_at: dict[tuple[str, int], str] = field(default_factory=dict)  # (list, index) -> the container's
-    # (list, index, field) -> where a container field the operator builds from another shape comes from
+    # (list, index, field) -> where a container field came from: the rest of a path follows it there
     field_of_container: dict[tuple[str, int, str], str] = field(default_factory=dict)
+    # (list, index, field) -> the field the operator builds it from, in another shape: paths stop there
+    built_from: dict[tuple[str, int, str], str] = field(default_factory=dict)
 
     def set(self, name: str, value: Any, at: str) -> None:
         """A top-level pod field, written at `at`; None leaves the field as it is."""
@@ -40,8 +42,12 @@ class Composed:
     def path(self, tokens: tuple[str | int, ...]) -> str:
         if len(tokens) >= 2 and tokens[0] in CONTAINER_LISTS:
             key, index = str(tokens[0]), tokens[1]
-            if len(tokens) >= 3 and (key, index, str(tokens[2])) in self.field_of_container:
-                return self.field_of_container[(key, index, str(tokens[2]))]  # type: ignore[index]
+            if len(tokens) >= 3:
+                found = (key, index, str(tokens[2]))
+                if found in self.built_from:
+                    return self.built_from[found]  # type: ignore[index]
+                if found in self.field_of_container:
+                    return pointer.join(self.field_of_container[found], *tokens[3:])  # type: ignore[index]
             at = self.container_at.get((key, index))  # type: ignore[arg-type]
             if at is not None:
                 return pointer.join(at, *tokens[2:])

@@ -42,7 +42,7 @@ def spark_application(workload: Workload, root: dict[str, Any], base: str, at: s
         pod.set("volumes", volumes, base + at + "/volumes")
         pod.add_container("containers", _main(app, role_spec, container_name), role_at)
         if role_spec.get("gpu") is not None:  # the main container's limits come from `gpu`, `cores`, `memory`...
-            pod.field_of_container[("containers", 0, "resources")] = role_at + "/gpu"
+            pod.built_from[("containers", 0, "resources")] = role_at + "/gpu"
         if role_spec.get("image") is None:  # the application-wide image
             pod.field_of_container[("containers", 0, "image")] = base + at + "/image"
         for key, source in (("containers", "sidecars"), ("initContainers", "initContainers")):

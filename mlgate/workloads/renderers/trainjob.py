@@ -81,7 +81,7 @@ def _trainer(pod: Composed, spec: dict[str, Any], spec_at: str) -> None:
             pod.field_of_container[("containers", index, field)] = pointer.join(spec_at, "trainer", field)
     if isinstance(trainer.get("env"), list):
         node["env"] = merge_by_name(node.get("env") or [], trainer["env"])
-        pod.field_of_container[("containers", index, "env")] = spec_at + "/trainer/env"
+        pod.built_from[("containers", index, "env")] = spec_at + "/trainer/env"  # merged by name
     resources = as_dict(trainer.get("resourcesPerNode"))
     if resources:
         merged = dict(as_dict(node.get("resources")))
