@@ -74,7 +74,16 @@ def as_list_of_dicts(value: Any) -> list[dict[str, Any]]:
 
 
 def ensure_at(obj: dict[str, Any], ptr: str) -> dict[str, Any]:
-    node = obj
+    """The mapping at `ptr`, with missing mappings on the way created; list items are walked, never replaced
+    (a template pointer only reaches items that exist)."""
+    node: Any = obj
     for token in pointer.split(ptr):
-        node = ensure(node, token)
+        if isinstance(node, list):
+            node = node[int(token)]
+        elif isinstance(node.get(token), list):
+            node = node[token]
+        else:
+            node = ensure(node, token)
+    if not isinstance(node, dict):
+        raise Unwritable(f"{ptr} is not a mapping")
     return node

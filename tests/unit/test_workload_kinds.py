@@ -82,6 +82,7 @@ def test_defaults_land_in_the_pod_template_the_kind_keeps(case: Case) -> None:
     assert decision.patch, "a GPU pod without the toleration gets it"
     tolerations = pointer.resolve(decision.mutated, pod_at + "/tolerations")
     assert tolerations == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert {op["path"] for op in decision.patch} == {pod_at + "/tolerations"}  # nothing else moved
 
 
 @pytest.mark.parametrize("case", RENDERED, ids=[c.id for c in RENDERED])
