@@ -43,7 +43,11 @@ def evaluate(
     if operation == "UPDATE" and _being_deleted(obj):
         return Decision(allowed=True, note="being deleted: only its finalizers can change")
     kinds = policies.kinds
-    workload = extract(obj, old_obj, kinds=kinds, facts=facts)
+    # Mutations write to a copy (`obj` stays as given, for the patch); extracting from that copy at once lets
+    # the first mutation round reuse this workload instead of extracting it again.
+    frozen = snapshot(obj) if mutate and policies.mutation_steps else None
+    start: dict[str, Any] = restore(frozen) if frozen is not None else obj
+    workload = extract(start, old_obj, kinds=kinds, facts=facts)
     if workload is None:
         return Decision(allowed=True, note=f"no pod template to judge: {_kind(obj)}")
     context = Context(facts=facts, operation=operation)
@@ -56,8 +60,9 @@ def evaluate(
     if mutate:
         chosen = {id(p) for p in selected}
         steps = [(p, b) for p, b in policies.mutation_steps if id(p) in chosen]
-        if workload.mutable:
-            mutated, mutation_results, settled = _mutate(obj, steps, context, old_obj, kinds)
+        if workload.mutable and frozen is not None:
+            mutated, mutation_results, settled = _mutate(obj, steps, context, old_obj, kinds,
+                                                         first=(frozen, start, workload))
             results.extend(mutation_results)
         else:
             results.extend(_declined(steps, workload))
@@ -104,7 +109,7 @@ def _being_deleted(obj: dict[str, Any]) -> bool:
 
 def _mutate(
     obj: dict[str, Any], steps: list[tuple[Policy, Binding]], context: Context, old_obj: dict[str, Any] | None,
-    kinds: KindCatalog,
+    kinds: KindCatalog, *, first: tuple[bytes, dict[str, Any], Workload],
 ) -> tuple[dict[str, Any], list[RuleResult], Workload | None]:
     """Apply every mutation in order, round after round, until a round changes nothing.
 
@@ -116,8 +121,8 @@ def _mutate(
     """
     if not steps:
         return obj, [], None
-    round_start = snapshot(obj)
-    current: dict[str, Any] = restore(round_start)
+    round_start, current, reuse = first  # `obj` frozen, a copy of it, and that copy's workload
+    ready: Workload | None = reuse  # for the first round only: after a round that wrote, extract afresh
     changed: set[tuple[str, str]] = set()
     errors: dict[tuple[str, str], str] = {}
     skipped: dict[tuple[str, str], str] = {}
@@ -125,8 +130,9 @@ def _mutate(
     rounds = 0
     while rounds < MAX_MUTATION_ROUNDS:
         rounds += 1
-        failed, moved, workload = _mutation_round(current, steps, context, old_obj, kinds, changed=changed,
-                                                  errors=errors, skipped=skipped)
+        failed, moved, workload = _mutation_round(current, steps, context, old_obj, kinds, ready=ready,
+                                                  changed=changed, errors=errors, skipped=skipped)
+        ready = None
         if failed:  # each rule can fail once, so this cannot loop for ever
             rounds -= 1
             current = restore(round_start)
@@ -162,13 +168,13 @@ def _mutate(
 
 def _mutation_round(
     current: dict[str, Any], steps: list[tuple[Policy, Binding]], context: Context, old_obj: dict[str, Any] | None,
-    kinds: KindCatalog, *, changed: set[tuple[str, str]], errors: dict[tuple[str, str], str],
-    skipped: dict[tuple[str, str], str],
+    kinds: KindCatalog, *, ready: Workload | None, changed: set[tuple[str, str]],
+    errors: dict[tuple[str, str], str], skipped: dict[tuple[str, str], str],
 ) -> tuple[bool, bool, Workload | None]:
     """One pass over the rules: (a rule raised, so the caller restores and retries; a rule changed
     the object; the workload the rules saw). A rule that declines (a `Skipped`, or a write the kind has
     no field for) is skipped from then on; what it half-wrote is undone the same way."""
-    workload = extract(current, old_obj, kinds=kinds, facts=context.facts)
+    workload = ready or extract(current, old_obj, kinds=kinds, facts=context.facts)
     moved = False
     for policy, binding in steps:
         key = (policy.key, binding.rule.id)

@@ -9,9 +9,8 @@ holds no pod spec at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from functools import partial
-from typing import Any, NamedTuple
+from functools import lru_cache, partial
+from typing import Any
 
 from mlgate.model import pointer
 from mlgate.model.facts import NO_FACTS, ClusterFacts
@@ -56,7 +55,8 @@ def describe(workload: Workload, spec: KindSpec, root: dict[str, Any], base: str
     if spec.render is not None:
         RENDERERS[spec.render](workload, root, base, spec.renderAt, facts)
     if spec.runPolicy is not None and workload.run_policy is None:
-        workload.run_policy = spec.runPolicy.model_copy(update={"pointer": base + spec.runPolicy.pointer})
+        workload.run_policy = spec.runPolicy if not base else \
+            spec.runPolicy.model_copy(update={"pointer": base + spec.runPolicy.pointer})
     if spec.gang.pointer is not None and workload.gang_pointer is None:
         workload.gang_pointer = base + spec.gang.pointer
     for embedded in spec.embedded:
@@ -70,29 +70,43 @@ def describe(workload: Workload, spec: KindSpec, root: dict[str, Any], base: str
                      kinds=kinds, facts=facts, depth=depth + 1)
 
 
-class Match(NamedTuple):
-    at: str  # the value's pointer
-    value: Any
-    anchor_at: str  # the item the last `*` matched (else the root): counts and roles are read there
-    anchor: Any
-    key: str | None  # that item's map key or list index
+# (the value's pointer, the value, the pointer of the item the last `*` matched (else the root's: counts and
+# roles are read there), that item, its map key or list index)
+Match = tuple[str, Any, str, Any, str | None]
 
 
-def matches(root: Any, pattern: str) -> Iterator[Match]:
-    """Every value `pattern` (a pointer whose `*` is any list item or map value) reaches in `root`."""
-    found = [Match("", root, "", root, None)]
-    for token in pointer.split(pattern):
+def matches(root: Any, pattern: str) -> list[Match]:
+    """Every value `pattern` (a pointer whose `*` is any list item or map value) reaches in `root`.
+    Run for every template of every object: plain tuples and string joins, no per-step objects."""
+    found: list[Match] = [("", root, "", root, None)]
+    for token, suffix in _steps(pattern):
         step: list[Match] = []
-        for at, node, anchor_at, anchor, key in found:
-            if token == "*":
+        if token == "*":
+            for at, node, _, _, _ in found:
                 items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-                step += [Match(p, v, p, v, str(k)) for k, v in items if (p := pointer.join(at, k))]
-            elif isinstance(node, dict) and node.get(token) is not None:
-                step.append(Match(pointer.join(at, token), node[token], anchor_at, anchor, key))
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-                step.append(Match(pointer.join(at, token), node[int(token)], anchor_at, anchor, key))
+                for key, value in items:
+                    item_at = f"{at}/{pointer.escape(key)}"
+                    step.append((item_at, value, item_at, value, str(key)))
+        else:
+            for at, node, anchor_at, anchor, key in found:
+                if isinstance(node, dict):
+                    value = node.get(token)
+                elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                    value = node[int(token)]
+                else:
+                    continue
+                if value is not None:
+                    step.append((at + suffix, value, anchor_at, anchor, key))
+        if not step:
+            return step
         found = step
-    yield from found
+    return found
+
+
+@lru_cache(maxsize=1024)
+def _steps(pattern: str) -> tuple[tuple[str, str], ...]:
+    """Each token of a pattern with its escaped `/token` suffix: worked out once per pattern."""
+    return tuple((token, "/" + pointer.escape(token)) for token in pointer.split(pattern))
 
 
 def count(rule: Count, anchor: Any) -> int:
@@ -114,22 +128,24 @@ def count(rule: Count, anchor: Any) -> int:
     return max(result + rule.offset, 0)
 
 
-def resolve(anchor: Any, relative: str) -> Any:
-    return pointer.resolve(anchor, "/" + relative)
-
-
 def whole(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
 
 
+def resolve(anchor: Any, relative: str) -> Any:
+    if "/" not in relative and isinstance(anchor, dict):  # most fields read are one level below the item
+        return anchor.get(relative)
+    return pointer.resolve(anchor, "/" + relative)
+
+
 def _template(root: dict[str, Any], base: str, source: TemplateSource, match: Match) -> PodTemplate:
-    anchor = match.anchor
+    at, value, anchor_at, anchor, key = match
     suspended = source.suspended is not None and resolve(anchor, source.suspended) is True
     replicas = 0 if suspended else count(source.replicas, anchor)
-    template = raw_template(root, base, match.at, _role(source.role, anchor, match.key), replicas,
-                            bare=source.shape == "PodSpec")
+    template = raw_template(root, base, at, _role(source.role, anchor, key), replicas,
+                            bare=source.shape == "PodSpec", found=value)
     if source.restartPolicy is not None:
-        template.restart_policy_pointer = base + match.anchor_at + "/" + source.restartPolicy
+        template.restart_policy_pointer = base + anchor_at + "/" + source.restartPolicy
     return template
 
 

@@ -13,12 +13,12 @@ from mlgate.model.workload import PodTemplate, Unwritable, as_dict, ensure
 
 
 def raw_template(
-    root: dict[str, Any], base: str, at: str, role: str, replicas: int, *, bare: bool = False
+    root: dict[str, Any], base: str, at: str, role: str, replicas: int, *, bare: bool = False, found: Any = None,
 ) -> PodTemplate:
     """The PodTemplateSpec at `at` (`spec` and `metadata` under it; "" for a Pod), or with `bare` the PodSpec
-    at `at` itself, which has no metadata of its own."""
+    at `at` itself, which has no metadata of its own. `found` is the value at `at`, where the caller has it."""
     spec_at, meta_at = (at, "") if bare else (at + "/spec", at + "/metadata")
-    holder = as_dict(pointer.resolve(root, at))  # one walk for both
+    holder = as_dict(found if found is not None else pointer.resolve(root, at))  # one walk for both
     found_spec, found_meta = (holder, {}) if bare else (holder.get("spec"), holder.get("metadata"))
     spec, metadata = as_dict(found_spec), as_dict(found_meta)
     writes = [0]  # a target handed out may create the spec or metadata the view lacks

@@ -79,7 +79,11 @@ def test_facts_and_cluster_policies_arrive_through_list_and_watch(tmp_path):
     stop = start_watches(facts, policies, kubeconfig=str(kubeconfig), in_cluster=False)
     try:
         wait_until(lambda: facts.known and facts.namespace_labels("ml") == {"team": "a"}, what="the facts")
-        wait_until(store.refresh, what="the cluster policy")
+        def policy_in_force() -> bool:  # each kind lists on its own: a refresh may come before the policy did
+            store.refresh()
+            return store.current is not None and [p.key for p in store.current.policies] == ["from-cluster"]
+
+        wait_until(policy_in_force, what="the cluster policy")
     finally:
         stop.set()
         server.shutdown()
