@@ -47,6 +47,7 @@ checks: setup
 bench: setup
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/validate_bench.py
+	$(BIN)/python bench/kinds_bench.py
 
 bench-webhook: setup
 	$(BIN)/python bench/webhook_bench.py

@@ -45,6 +45,12 @@ def _pod_spec(name: str, gpus: int, rng: random.Random) -> dict[str, Any]:
 
 
 def manifest(index: int, rng: random.Random) -> dict[str, Any]:
+    """Half the kinds mlgate knew first (PyTorchJob, TFJob, Job, TrainingJob, Pod), half the others a GPU
+    platform receives (JobSet, LeaderWorkerSet, RayCluster, Volcano Job, Deployment, and a kind no
+    description knows, which the pod-spec search judges)."""
+    if index % 2:
+        return _other_kind(index, rng)
+    index //= 2
     gpus = rng.choice([0, 1, 2, 4, 8, 8, 12])
     meta = {"name": f"job-{index}", "namespace": f"team-{index % 17}", "labels": {"team": f"t{index % 17}"}}
     kind = index % 5
@@ -68,6 +74,41 @@ def manifest(index: int, rng: random.Random) -> dict[str, Any]:
                          "hyperparameters": {"lr": "0.0003", "epochs": "3"},
                          "checkpoint": {"uri": f"s3://ckpt/job-{index}"}}}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": _pod_spec("main", gpus, rng)}
+
+
+def _other_kind(index: int, rng: random.Random) -> dict[str, Any]:
+    gpus = rng.choice([0, 1, 2, 4, 8, 8, 12])
+    meta = {"name": f"svc-{index}", "namespace": f"team-{index % 17}", "labels": {"team": f"t{index % 17}"}}
+
+    def template(name: str) -> dict[str, Any]:
+        return {"metadata": {"labels": {"app": name}}, "spec": _pod_spec(name, gpus, rng)}
+
+    kind = (index // 2) % 6
+    if kind == 0:
+        jobs = [{"name": "workers", "replicas": rng.randint(1, 4),
+                 "template": {"spec": {"parallelism": 4, "completions": 4, "template": template("worker")}}}]
+        return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta,
+                "spec": {"replicatedJobs": jobs}}
+    if kind == 1:
+        return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": meta,
+                "spec": {"replicas": rng.randint(1, 3), "leaderWorkerTemplate": {
+                    "size": 4, "leaderTemplate": template("leader"), "workerTemplate": template("worker")}}}
+    if kind == 2:
+        return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": template("head")},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": rng.randint(1, 8), "numOfHosts": 1,
+                                  "rayStartParams": {}, "template": template("worker")}]}}
+    if kind == 3:
+        tasks = [{"name": "ps", "replicas": 1, "template": template("ps")},
+                 {"name": "worker", "replicas": rng.randint(1, 8), "template": template("worker")}]
+        return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta,
+                "spec": {"minAvailable": 2, "schedulerName": "volcano", "tasks": tasks}}
+    if kind == 4:
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+                "spec": {"replicas": rng.randint(1, 4), "selector": {"matchLabels": {"app": "serve"}},
+                         "template": template("serve")}}
+    return {"apiVersion": "data.example.com/v1", "kind": "FeatureSync", "metadata": meta,
+            "spec": {"schedule": "@hourly", "workers": [{"name": "sync", "template": template("sync")}]}}
 
 
 def write_corpus(directory: Path, count: int, per_file: int = 10, seed: int = 7) -> list[Path]:
