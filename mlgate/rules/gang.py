@@ -18,9 +18,13 @@ Markers on every pod template (group name = the workload's `metadata.name`; ml-d
   pod's requests; `schedulerName: yunikorn` (yunikorn-k8shim constants.go, amprotocol.go TaskGroup).
 - kai: label `kai.scheduler/queue` when a queue is set (also on Job/Kubeflow labels, as KAI's docs/batch
   examples do), `schedulerName: kai-scheduler`; KAI's pod grouper creates the PodGroup itself.
-Job level: TrainingJob `spec.scheduling.{gang,scheduler,queue,minMember}`; Kubeflow
-`spec.runPolicy.schedulingPolicy.{minAvailable,queue}` (training-operator v1.9 builds Volcano and coscheduling
-PodGroups from them; minAvailable defaults to all replicas).
+What is written where is data: the markers per scheduler are gang_markers.WRITES, and what each kind supports
+comes from its description (`gang` in mlgate/workloads/kinds.yaml): the schedulers gang.inject groups it for
+(others are a `skip` saying why), whether its controller marks the pods itself (Volcano Job), which schedulers
+read a queue label off the object (Kueue's and KAI's job integrations), and the job-level settings its operator
+reads (TrainingJob `spec.scheduling.{gang,scheduler,queue,minMember}`; Kubeflow
+`spec.runPolicy.schedulingPolicy.{minAvailable,queue}`, from which training-operator v1.9 builds Volcano and
+coscheduling PodGroups; Volcano Job `spec.{minAvailable,queue}`).
 Roles that share one pod template (a TrainingJob's) form one group whose name joins the roles. Label values
 longer than 63 characters are cut to 54 plus a hash. gang.size reads every scheduler's markers; gang.immutable
 compares them, and the job-level settings, between the old and the new object on UPDATE.
@@ -29,16 +33,15 @@ compares them, and the job-level settings, between the old and the new object on
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from decimal import Decimal
-from typing import Any, Literal, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 from pydantic import Field, field_validator
 
 from mlgate.model import pointer
+from mlgate.model.kinds import Scheduler
 from mlgate.model.results import Finding, Skipped
-from mlgate.model.workload import PodTemplate, Workload, as_dict, ensure
-from mlgate.rules.common import pod_effective, quantity
+from mlgate.model.workload import Workload, as_dict, ensure
 from mlgate.rules.gang_markers import (
     _LABEL_VALUE,
     ANNOTATIONS,
@@ -51,11 +54,14 @@ from mlgate.rules.gang_markers import (
     QUEUE,
     SCHEDULER_NAMES,
     VOLCANO_MIN_MEMBER,
+    WRITES,
     YUNIKORN_TASK_GROUP,
     YUNIKORN_TASK_GROUPS,
     Aliases,
     Unit,
     label_value,
+    parse_task_groups,
+    task_groups_json,
     units,
 )
 from mlgate.rules.registry import Context, NoParams, Params, check, mutation
@@ -64,7 +70,7 @@ from mlgate.rules.registry import Context, NoParams, Params, check, mutation
 
 
 class GangParams(Params):
-    scheduler: Literal["volcano", "coscheduling", "kueue", "yunikorn", "kai"]
+    scheduler: Scheduler
     queue: str | None = None
     scheduler_name: str | None = Field(default=None, min_length=1, description="override the scheduler's name")
     min_member: int | None = Field(default=None, ge=1, description="unset: every pod of the job")
@@ -124,25 +130,37 @@ def _opted_in(workload: Workload, params: GangParams) -> bool:
         (gang.scheduler is None or current.get(gang.scheduler) in (None, params.scheduler))
 
 
+class MarkerContext(NamedTuple):
+    workload: Workload
+    params: GangParams
+    unit: Unit
+    everyone: list[Unit]
+
+
+def _app_id(c: MarkerContext) -> str:  # YuniKorn app ids are cluster-wide
+    return label_value(f"{c.workload.namespace}-{c.workload.name}" if c.workload.namespace else c.workload.name)
+
+
+# The value of each kind of marker in gang_markers.WRITES; None: not written
+MARKER_VALUES: dict[str, Callable[[MarkerContext], str | None]] = {
+    "job-name": lambda c: c.workload.name,
+    "job-label": lambda c: label_value(c.workload.name),
+    "app-id": _app_id,
+    "min-member": lambda c: str(min(c.params.min_member, c.workload.total_replicas)) if c.params.min_member else None,
+    "pods": lambda c: str(c.workload.total_replicas),
+    "task-group": lambda c: c.unit.task_group,
+    "task-groups": lambda c: task_groups_json(c.everyone),
+}
+
+
 def _pod_markers(workload: Workload, params: GangParams, unit: Unit, everyone: list[Unit]) -> list[tuple[Aliases, str]]:
-    name, scheduler = workload.name, params.scheduler
+    context = MarkerContext(workload, params, unit, everyone)
     wanted: list[tuple[Aliases, str]] = []
-    if params.queue and scheduler in QUEUE:
-        wanted.append((QUEUE[scheduler], params.queue))
-    if scheduler == "volcano":
-        wanted.append((GROUP["volcano"], name))
-        if params.min_member:
-            minimum = min(params.min_member, workload.total_replicas)
-            wanted.append((((ANNOTATIONS, VOLCANO_MIN_MEMBER),), str(minimum)))
-    elif scheduler == "coscheduling":
-        wanted.append((GROUP["coscheduling"], label_value(name)))
-    elif scheduler == "kueue":
-        wanted += [(GROUP["kueue"], label_value(name)), (((ANNOTATIONS, KUEUE_TOTAL),), str(workload.total_replicas))]
-    elif scheduler == "yunikorn":
-        app = f"{workload.namespace}-{name}" if workload.namespace else name
-        wanted += [(GROUP["yunikorn"], label_value(app)),
-                   (((ANNOTATIONS, YUNIKORN_TASK_GROUP),), unit.task_group),
-                   (((ANNOTATIONS, YUNIKORN_TASK_GROUPS),), task_groups_json(everyone))]
+    if params.queue and params.scheduler in QUEUE:
+        wanted.append((QUEUE[params.scheduler], params.queue))
+    for aliases, value in WRITES[params.scheduler]:
+        if (text := MARKER_VALUES[value](context)) is not None:
+            wanted.append((aliases, text))
     return wanted
 
 
@@ -179,39 +197,6 @@ def _set_job_settings(workload: Workload, params: GangParams, min_member: int) -
         for token in pointer.split(workload.gang_pointer):
             node = ensure(node, token)
         node.update(missing)
-
-
-def task_groups_json(all_units: list[Unit]) -> str:
-    groups = [{"name": u.task_group, "minMember": u.replicas, "minResource": min_resource(u)}
-              for u in all_units if u.replicas > 0]
-    return json.dumps(groups, separators=(",", ":"))
-
-
-def min_resource(unit: Unit) -> dict[str, str]:
-    """One pod's effective requests (largest across the unit's templates): YuniKorn's placeholder size."""
-    best: dict[str, Decimal] = {}
-    for template in unit.templates:
-        for resource, amount in _pod_requests(template).items():
-            best[resource] = max(amount, best.get(resource, amount))
-    return {resource: _text(amount) for resource, amount in sorted(best.items())}
-
-
-def _pod_requests(template: PodTemplate) -> dict[str, Decimal]:
-    """One pod's effective requests (`common.pod_effective`); requests default to limits."""
-    return pod_effective((key, container, _requests(container)) for key, _, container in template.regular_containers())
-
-
-def _requests(container: dict[str, Any]) -> dict[str, Decimal]:
-    resources = as_dict(container.get("resources"))
-    merged = {**as_dict(resources.get("limits")), **as_dict(resources.get("requests"))}
-    return {str(r): amount for r, v in merged.items() if (amount := quantity(v)) is not None}
-
-
-def _text(number: Decimal) -> str:
-    for suffix, unit in (("Gi", 2**30), ("Mi", 2**20)):
-        if number >= unit and number % unit == 0:
-            return f"{int(number / unit)}{suffix}"
-    return str(int(number)) if number == number.to_integral_value() else f"{int(number * 1000)}m"
 
 
 # --- gang.size --------------------------------------------------------------------------------
@@ -320,30 +305,6 @@ def _yunikorn_findings(all_units: list[Unit]) -> Iterator[Finding]:
                 yield Finding(definition[0].at(key), "gang minimum exceeds pods",
                               f'task group "{name}" needs minMember {minimum} but {pods} pods carry '
                               f'{YUNIKORN_TASK_GROUP}: "{name}"', f"lower minMember to at most {pods}, or add replicas")
-
-
-def parse_task_groups(raw: str) -> tuple[dict[str, int], str | None]:
-    """Task-group name → minMember, or the reason the annotation is unusable."""
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        return {}, f"is not JSON ({exc})"
-    if not isinstance(data, list) or not data:
-        return {}, "is not a non-empty JSON array"
-    groups: dict[str, int] = {}
-    for index, item in enumerate(data):
-        name = item.get("name") if isinstance(item, dict) else None
-        minimum = item.get("minMember") if isinstance(item, dict) else None
-        if not isinstance(name, str) or not name:
-            return {}, f"has item {index} without a name"
-        if name in groups:
-            return {}, f'defines task group "{name}" twice'
-        if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 0:
-            return {}, f'gives task group "{name}" minMember {_show(minimum)}, not a whole number ≥ 0'
-        if not isinstance(item.get("minResource", {}), dict):
-            return {}, f'gives task group "{name}" a minResource that is not an object'
-        groups[name] = minimum
-    return groups, None
 
 
 def _whole(value: Any) -> int | None:

@@ -1,16 +1,20 @@
 """Each gang scheduler's pod markers, as data, and the view gang rules take of pod templates.
 
-The keys, their aliases and scheduler names are documented in gang.py, which applies them.
+The keys, their aliases and scheduler names are documented in gang.py, which applies them. YuniKorn's task
+groups (the JSON annotation gang.inject writes and gang.size reads) are worked out here too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
 
 from mlgate.model import pointer
-from mlgate.model.workload import PodTemplate, Workload
-from mlgate.rules.common import NAME_PART
+from mlgate.model.workload import PodTemplate, Workload, as_dict
+from mlgate.rules.common import NAME_PART, pod_effective, quantity
 
 LABELS, ANNOTATIONS = "labels", "annotations"
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"
@@ -42,6 +46,17 @@ OTHER: Aliases = ((ANNOTATIONS, VOLCANO_MIN_MEMBER), (ANNOTATIONS, KUEUE_TOTAL),
                   (ANNOTATIONS, YUNIKORN_TASK_GROUP), (ANNOTATIONS, YUNIKORN_TASK_GROUPS))
 MARKER_GROUPS: tuple[Aliases, ...] = (*GROUP.values(), *QUEUE.values(), *((k,) for k in OTHER))  # one per marker
 MARKERS: Aliases = tuple(dict.fromkeys(k for aliases in MARKER_GROUPS for k in aliases))
+# What gang.inject writes on each pod template, per scheduler: (the marker, the value it takes). Values are
+# worked out in gang.py (MARKER_VALUES); one that comes out None (no queue, no minMember) is not written.
+# KAI writes no group: its pod grouper creates the PodGroup from the owner itself.
+WRITES: dict[str, tuple[tuple[Aliases, str], ...]] = {
+    "volcano": ((GROUP["volcano"], "job-name"), (((ANNOTATIONS, VOLCANO_MIN_MEMBER),), "min-member")),
+    "coscheduling": ((GROUP["coscheduling"], "job-label"),),
+    "kueue": ((GROUP["kueue"], "job-label"), (((ANNOTATIONS, KUEUE_TOTAL),), "pods")),
+    "yunikorn": ((GROUP["yunikorn"], "app-id"), (((ANNOTATIONS, YUNIKORN_TASK_GROUP),), "task-group"),
+                 (((ANNOTATIONS, YUNIKORN_TASK_GROUPS),), "task-groups")),
+    "kai": (),
+}
 SCHEDULER_NAMES = {"volcano": "volcano", "coscheduling": "scheduler-plugins-scheduler", "yunikorn": "yunikorn",
                    "kai": "kai-scheduler", "kueue": None}
 JOB_QUEUE_LABELS = {"kueue": KUEUE_QUEUE, "kai": KAI_QUEUE}  # read off the object where its kind says so
@@ -111,3 +126,67 @@ def label_value(text: str) -> str:
     if len(text) <= 63:
         return text
     return text[:54].rstrip("-_.") + "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+# --- YuniKorn task groups: one per unit, sized by one pod's requests -------------------------------
+
+
+def task_groups_json(all_units: list[Unit]) -> str:
+    groups = [{"name": u.task_group, "minMember": u.replicas, "minResource": min_resource(u)}
+              for u in all_units if u.replicas > 0]
+    return json.dumps(groups, separators=(",", ":"))
+
+
+def min_resource(unit: Unit) -> dict[str, str]:
+    """One pod's effective requests (largest across the unit's templates): YuniKorn's placeholder size."""
+    best: dict[str, Decimal] = {}
+    for template in unit.templates:
+        for resource, amount in _pod_requests(template).items():
+            best[resource] = max(amount, best.get(resource, amount))
+    return {resource: _text(amount) for resource, amount in sorted(best.items())}
+
+
+def _pod_requests(template: PodTemplate) -> dict[str, Decimal]:
+    """One pod's effective requests (`common.pod_effective`); requests default to limits."""
+    return pod_effective((key, container, _requests(container)) for key, _, container in template.regular_containers())
+
+
+def _requests(container: dict[str, Any]) -> dict[str, Decimal]:
+    resources = as_dict(container.get("resources"))
+    merged = {**as_dict(resources.get("limits")), **as_dict(resources.get("requests"))}
+    return {str(r): amount for r, v in merged.items() if (amount := quantity(v)) is not None}
+
+
+def _text(number: Decimal) -> str:
+    for suffix, unit in (("Gi", 2**30), ("Mi", 2**20)):
+        if number >= unit and number % unit == 0:
+            return f"{int(number / unit)}{suffix}"
+    return str(int(number)) if number == number.to_integral_value() else f"{int(number * 1000)}m"
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value)
+
+
+def parse_task_groups(raw: str) -> tuple[dict[str, int], str | None]:
+    """Task-group name → minMember, or the reason the annotation is unusable."""
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        return {}, f"is not JSON ({exc})"
+    if not isinstance(data, list) or not data:
+        return {}, "is not a non-empty JSON array"
+    groups: dict[str, int] = {}
+    for index, item in enumerate(data):
+        name = item.get("name") if isinstance(item, dict) else None
+        minimum = item.get("minMember") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name:
+            return {}, f"has item {index} without a name"
+        if name in groups:
+            return {}, f'defines task group "{name}" twice'
+        if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 0:
+            return {}, f'gives task group "{name}" minMember {_show(minimum)}, not a whole number ≥ 0'
+        if not isinstance(item.get("minResource", {}), dict):
+            return {}, f'gives task group "{name}" a minResource that is not an object'
+        groups[name] = minimum
+    return groups, None

@@ -141,3 +141,15 @@ def test_a_workflow_s_steps_are_judged_one_pod_each_but_not_summed_as_if_they_ra
     obj = change(case.obj, "/spec/templates/-", {"name": "eval", "script": {"image": "python:3.12", "source": "1"}})
     assert decide(obj, "gpu.max", {"perJob": 0}).allowed
     assert not decide(obj, "gpu.max", {"perPod": 0}).allowed
+
+
+def test_every_scheduler_has_one_row_in_each_gang_table() -> None:
+    from typing import get_args
+
+    from mlgate.model.kinds import Scheduler
+    from mlgate.rules.gang import GangParams
+    from mlgate.rules.gang_markers import SCHEDULER_NAMES, WRITES
+
+    schedulers = set(get_args(Scheduler))
+    assert set(WRITES) == set(SCHEDULER_NAMES) == schedulers
+    assert set(get_args(GangParams.model_fields["scheduler"].annotation)) == schedulers
