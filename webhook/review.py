@@ -30,6 +30,7 @@ from mlgate.engine import PolicySet, evaluate
 from mlgate.engine.match import failure_policy_for
 from mlgate.loading.policies import check_policy_object
 from mlgate.model.facts import ClusterFacts
+from mlgate.model.kinds import WORKLOAD_KIND_KINDS
 from mlgate.model.namespaces import in_namespace
 from mlgate.model.policy import API_VERSION as POLICY_API_VERSION
 from mlgate.model.policy import POLICY_KINDS
@@ -180,11 +181,14 @@ def _request(request: dict[str, Any]) -> AdmissionRequest:
     )
 
 
+CHECKED_ON_ADMISSION = (*POLICY_KINDS, *WORKLOAD_KIND_KINDS)  # refused when the loader would refuse them
+
+
 def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, endpoint: Endpoint) -> Admission:
     """The engine's verdict on one request, as the `response` of an AdmissionReview."""
     if request.operation not in ("CREATE", "UPDATE") or request.sub_resource or request.obj is None:
         return Admission(request, {"uid": request.uid, "allowed": True}, "skipped")
-    if request.kind in POLICY_KINDS and request.group == POLICY_GROUP:
+    if request.kind in CHECKED_ON_ADMISSION and request.group == POLICY_GROUP:
         return _admit_policy(request, request.obj, policies, endpoint)
     operation: Literal["CREATE", "UPDATE"] = "UPDATE" if request.operation == "UPDATE" else "CREATE"
     if endpoint == "mutate":
@@ -206,7 +210,7 @@ def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, e
 
 def _admit_policy(request: AdmissionRequest, obj: dict[str, Any], policies: PolicySet,
                   endpoint: Endpoint) -> Admission:
-    """An MLPolicy or ClusterMLPolicy: refused when the loader would refuse it.
+    """An MLPolicy, ClusterMLPolicy or ClusterWorkloadKind: refused when the loader would refuse it.
 
     Stored anyway (it got past a webhook outage), it would make the whole next policy set fail to
     load; the last good set would stay in force, and the error would show only after the fact

@@ -219,7 +219,8 @@ def cluster_source(kind: str, namespace: str, name: str) -> str:
 
 
 def check_policy_object(obj: Mapping[str, Any], in_force: Iterable[Policy] = ()) -> list[LoadError]:
-    """Everything the loader would reject in one MLPolicy or ClusterMLPolicy object, before it is stored.
+    """Everything the loader would reject in one MLPolicy, ClusterMLPolicy or ClusterWorkloadKind object,
+    before it is stored.
 
     The same checks as a policy file (schema, rule names, each rule's parameters), plus a name
     already taken by a policy in force from another source: either would make the next policy
@@ -228,8 +229,8 @@ def check_policy_object(obj: Mapping[str, Any], in_force: Iterable[Policy] = ())
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
     source = cluster_source(str(obj.get("kind") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-    policy, errors = compile_policy(dict(obj), source)
-    if policy is None:
+    policy, errors = compile_document(dict(obj), source)
+    if not isinstance(policy, Policy):
         return errors
     return duplicate_names([*(p for p in in_force if p.source != source), policy])  # its own old version aside
 

@@ -32,7 +32,6 @@ compares them, and the job-level settings, between the old and the new object on
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -59,6 +58,7 @@ from mlgate.rules.gang_markers import (
     YUNIKORN_TASK_GROUPS,
     Aliases,
     Unit,
+    _show,
     label_value,
     parse_task_groups,
     task_groups_json,
@@ -344,10 +344,6 @@ def immutable(workload: Workload, params: NoParams, context: Context) -> list[Fi
             detail = f"{what} changed from {_show(was.value)} to {_show(now.value)}"
         findings.append(Finding(ptr, "gang setting changed", detail, FIXED))
     return findings
-
-
-def _show(value: Any) -> str:
-    return json.dumps(value)
 
 
 class Setting(NamedTuple):

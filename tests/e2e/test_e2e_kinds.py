@@ -92,6 +92,12 @@ def test_a_platform_team_s_own_kind_is_judged_unknown_then_as_its_workload_kind_
     # before any description: the pod spec is found by search, judged, and the kind named unknown
     before = until_verdict(cluster, workload(namespace, privileged=True), namespace, denied_with=field)
     assert "unknown kind" in before.stderr and "WorkloadKind" in before.stderr, before
+    broken = copy.deepcopy(WORKLOAD_KIND)
+    broken["spec"]["templates"][0]["pointer"] = "spec/podSets/*/template"
+    refused = cluster.kubectl("apply", "-f", "-", stdin=broken)
+    assert refused.code == 1 and 'admission webhook "policies.validate.mlgate.dev" denied' in refused.stderr, refused
+    assert "cluster:ClusterWorkloadKind/workloads.kueue.x-k8s.io: spec.templates[0].pointer: value error, " \
+           "'spec/podSets/*/template' is not a JSON pointer" in refused.stderr, refused
     cluster.kubectl("apply", "-f", "-", stdin=WORKLOAD_KIND).check()
 
     def described() -> Any:

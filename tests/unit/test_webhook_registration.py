@@ -35,7 +35,8 @@ MAX_TIMEOUT = 10
 GVR = tuple[str, str, str]  # group, version, resource
 # mlgate's policy objects: validated (policies.validate.mlgate.dev) but not workloads, so not in kinds.yaml
 POLICY_KINDS: dict[GVR, str] = {("mlgate.dev", "v1alpha1", "mlpolicies"): "Namespaced",
-                                ("mlgate.dev", "v1alpha1", "clustermlpolicies"): "Cluster"}
+                                ("mlgate.dev", "v1alpha1", "clustermlpolicies"): "Cluster",
+                                ("mlgate.dev", "v1alpha1", "clusterworkloadkinds"): "Cluster"}
 # Mutable kinds the mutating webhook leaves alone: a Pod is built by its operator from a template mlgate has
 # already mutated, and mutated alone it would be regrouped as a gang of one.
 NOT_MUTATED: set[GVR] = {("", "v1", "pods")}
