@@ -11,7 +11,7 @@ from typing import Any
 
 from mlgate.model import pointer
 from mlgate.model.facts import ClusterFacts
-from mlgate.model.workload import Checkpoint, PodTemplate, Workload, as_dict, ensure
+from mlgate.model.workload import CONTAINER_LISTS, Checkpoint, PodTemplate, Workload, as_dict, ensure
 from mlgate.workloads import render
 from mlgate.workloads.templates import ensure_at
 
@@ -41,9 +41,18 @@ def _templates(workload: Workload, obj: dict[str, Any], roles: list[tuple[str, i
         writes[0] += 1
         return ensure_at(obj, ptr)
 
+    by_name = _ByName()
+
     def container_target(name: str) -> dict[str, Any]:
         writes[0] += 1
-        return _overlay_container(obj, name)
+        return _overlay_container(obj, name, by_name)
+
+    layouts: list[tuple[int, _Layout]] = []  # the layout of the spec as of a write count: one per write, not per path
+
+    def path(tokens: tuple[str | int, ...]) -> str:
+        if not layouts or layouts[0][0] != writes[0]:
+            layouts[:] = [(writes[0], _Layout(kind, as_dict(obj.get("spec"))))]
+        return _overlay_path(layouts[0][1], as_dict(obj.get("spec")), main, tokens)
 
     for role, replicas in roles:
         def rerender(role: str = role) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -57,7 +66,7 @@ def _templates(workload: Workload, obj: dict[str, Any], roles: list[tuple[str, i
             replicas=replicas,
             rendered_spec=spec_view,
             rendered_metadata=meta_view,
-            path_fn=lambda tokens: _overlay_path(kind, as_dict(obj.get("spec")), main, tokens),
+            path_fn=path,
             pod_target=lambda: target("/spec/template/spec"),
             container_target=container_target,
             meta_target=lambda: target("/spec/template/metadata"),
@@ -67,19 +76,36 @@ def _templates(workload: Workload, obj: dict[str, Any], roles: list[tuple[str, i
             rerender=rerender,
             writes=lambda: writes[0],
         ))
-def _overlay_path(kind: str, spec: dict[str, Any], main: str, tokens: tuple[str | int, ...]) -> str:
+class _Layout:
+    """Where each rendered container came from: the rendered containers' names, and each overlay container's
+    position by name (the first of a name). Worked out once per state of the spec, so mapping every finding's
+    path back is linear in the containers, not quadratic."""
+
+    def __init__(self, kind: str, spec: dict[str, Any]):
+        self.names = [c.get("name") for c in render.render_pod_spec(kind, spec).get("containers", [])]
+        overlay_spec = as_dict(as_dict(spec.get("template")).get("spec"))
+        self.overlay: dict[str, list[Any]] = {}
+        self.position: dict[str, dict[Any, int]] = {}
+        for key in CONTAINER_LISTS:
+            self.overlay[key] = items = list(overlay_spec.get(key) or [])
+            positions: dict[Any, int] = {}
+            for i, container in enumerate(items):
+                if isinstance(container, dict) and isinstance(container.get("name"), str):
+                    positions.setdefault(container["name"], i)
+            self.position[key] = positions
+
+
+def _overlay_path(layout: _Layout, spec: dict[str, Any], main: str, tokens: tuple[str | int, ...]) -> str:
     """Map a path in the rendered pod spec back to the TrainingJob field the user wrote: the shorthand field
     (`spec.image`, `spec.resources.gpu`, ...) when it set the value, else the overlay's container of that name."""
     base = "/spec/template/spec"
-    if len(tokens) < 2 or tokens[0] not in ("containers", "initContainers", "ephemeralContainers"):
+    if len(tokens) < 2 or tokens[0] not in CONTAINER_LISTS:
         return pointer.join(base, *tokens)
     key, index, rest = str(tokens[0]), tokens[1], tokens[2:]
-    rendered = render.render_pod_spec(kind, spec) if key == "containers" else {}
-    names = [c.get("name") for c in rendered.get("containers", [])]
+    names = layout.names
     name = names[index] if key == "containers" and isinstance(index, int) and index < len(names) else None
-    overlay = [c for c in as_dict(as_dict(spec.get("template")).get("spec")).get(key) or []]
-    position = next((i for i, c in enumerate(overlay) if isinstance(c, dict) and name is not None
-                     and c.get("name") == name), None)
+    overlay = layout.overlay[key]
+    position = layout.position[key].get(name) if isinstance(name, str) else None
     if name == main and rest:
         shorthand = _shorthand(spec, rest)
         if shorthand is not None:
@@ -119,11 +145,30 @@ def _sugar_resource(resource: str) -> str | None:
     return resource if resource in render.RESOURCE_NAMES else None
 
 
-def _overlay_container(obj: dict[str, Any], name: str) -> dict[str, Any]:
+class _ByName:
+    """The overlay's containers by name (the first of a name wins), kept while the overlay's list is the same
+    list, so writing into every container is linear."""
+
+    def __init__(self) -> None:
+        self.of: list[Any] | None = None
+        self.containers: dict[Any, dict[str, Any]] = {}
+
+    def get(self, containers: list[Any], name: str) -> dict[str, Any] | None:
+        if self.of is not containers:
+            self.of = containers
+            self.containers = {}
+            for container in containers:
+                if isinstance(container, dict):
+                    self.containers.setdefault(container.get("name"), container)
+        return self.containers.get(name)
+
+
+def _overlay_container(obj: dict[str, Any], name: str, by_name: _ByName) -> dict[str, Any]:
+    """The overlay's container of that name, created when it has none."""
     containers = ensure(ensure_at(obj, "/spec/template/spec"), "containers", list)
-    for container in containers:
-        if isinstance(container, dict) and container.get("name") == name:
-            return container
-    container = {"name": name}
-    containers.append(container)
+    container = by_name.get(containers, name)
+    if container is None:
+        container = {"name": name}
+        containers.append(container)
+        by_name.containers[name] = container
     return container
