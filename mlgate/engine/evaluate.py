@@ -17,8 +17,9 @@ import logging
 from dataclasses import replace
 from typing import Any, Literal
 
+from mlgate.engine.depth import too_deep
 from mlgate.engine.match import Scope, applies
-from mlgate.engine.patch import diff, restore, snapshot
+from mlgate.engine.patch import MAX_COPY_DEPTH, diff, restore, snapshot
 from mlgate.engine.policyset import Binding, Policy, PolicySet, UnknownKinds
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate.model.results import PRE_EXISTING, Action, Decision, Finding, Outcome, RuleResult, Skipped, Unevaluable
@@ -40,12 +41,33 @@ def evaluate(
     old_obj: dict[str, Any] | None = None,
     mutate: bool = True,
 ) -> Decision:
+    try:
+        return _evaluate(obj, policies, facts=facts, operation=operation, old_obj=old_obj, mutate=mutate)
+    except RecursionError:  # a value nested deeper than the engine can walk (engine/depth.py)
+        refusal = too_deep(obj)
+        return Decision(allowed=False, results=[refusal])
+
+
+def _evaluate(
+    obj: dict[str, Any],
+    policies: PolicySet,
+    *,
+    facts: ClusterFacts,
+    operation: Literal["CREATE", "UPDATE"],
+    old_obj: dict[str, Any] | None,
+    mutate: bool,
+) -> Decision:
     if operation == "UPDATE" and _being_deleted(obj):
         return Decision(allowed=True, note="being deleted: only its finalizers can change")
     kinds = policies.kinds
     # Mutations write to a copy (`obj` stays as given, for the patch); extracting from that copy at once lets
     # the first mutation round reuse this workload instead of extracting it again.
-    frozen = snapshot(obj) if mutate and policies.mutation_steps else None
+    try:
+        frozen = snapshot(obj) if mutate and policies.mutation_steps else None
+    except RecursionError:  # nested past what a copy can hold (engine/depth.py): judged, but not mutated
+        frozen, uncopyable = None, True
+    else:
+        uncopyable = False
     start: dict[str, Any] = restore(frozen) if frozen is not None else obj
     workload = extract(start, old_obj, kinds=kinds, facts=facts)
     if workload is None:
@@ -65,7 +87,7 @@ def evaluate(
                                                          first=(frozen, start, workload))
             results.extend(mutation_results)
         else:
-            results.extend(_declined(steps, workload))
+            results.extend(_declined(steps, _why_not_mutated(workload, uncopyable)))
     target = settled or (extract(mutated, old_obj, kinds=kinds, facts=facts) if mutated is not obj else None) \
         or workload
     for policy in selected:
@@ -94,10 +116,16 @@ def _ratchet(decision: Decision, old_obj: dict[str, Any], policies: PolicySet, f
     decision.allowed = not decision.violations
 
 
-def _declined(steps: list[tuple[Policy, Binding]], workload: Workload) -> list[RuleResult]:
-    """Mutations on a kind whose pods mlgate cannot write: each one a skip that says why."""
-    why = (f"{workload.kind} pods are built by its operator from fields mlgate does not write: not mutated"
-           if workload.known_kind else f"{workload.kind or 'this'} is a kind no description knows: not mutated")
+def _why_not_mutated(workload: Workload, uncopyable: bool) -> str:
+    if uncopyable:
+        return f"the object is nested deeper than {MAX_COPY_DEPTH} levels, too deep to copy: not mutated"
+    if workload.known_kind:
+        return f"{workload.kind} pods are built by its operator from fields mlgate does not write: not mutated"
+    return f"{workload.kind or 'this'} is a kind no description knows: not mutated"
+
+
+def _declined(steps: list[tuple[Policy, Binding]], why: str) -> list[RuleResult]:
+    """Mutations that cannot apply to this object: each one a skip that says why."""
     return [RuleResult(p.key, b.rule.id, b.action, Outcome.SKIP, note=why, failure_policy=p.failure_policy)
             for p, b in steps]
 
