@@ -21,6 +21,7 @@ from typing import Any
 
 from mlgate.engine import PolicySet, evaluate
 from mlgate.model.facts import ClusterFacts, StaticFacts
+from mlgate.model.results import MESSAGES_PER_RULE
 
 from .client import KubeClient
 from .desired import desired_children, desired_inference_children
@@ -42,7 +43,7 @@ def violation(obj: dict[str, Any], policies: PolicySet, facts: ClusterFacts) -> 
     decision = evaluate(obj, policies, facts=facts)
     if decision.allowed:
         return None
-    lines = [line for result in decision.violations for line in result.messages()]
+    lines = [line for result in decision.violations for line in result.messages(MESSAGES_PER_RULE)]
     message = "denied by policy: " + "; ".join(lines or ["a policy denied the object"])
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
 

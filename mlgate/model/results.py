@@ -20,6 +20,10 @@ class Outcome(StrEnum):
 
 
 PRE_EXISTING = "already there before this update"  # the note of a denial that an UPDATE did not cause
+# Findings per rule spelled out in a denial, the warnings and the decision log; the rest are counted
+# ("and 7,996 more"), so one object with thousands of containers cannot make a 6 MB message. The results
+# themselves keep every finding.
+MESSAGES_PER_RULE = 20
 
 
 class Action(StrEnum):
@@ -71,12 +75,17 @@ class RuleResult:
     note: str = ""  # why it was skipped or errored
     failure_policy: FailurePolicy = FailurePolicy.FAIL
 
-    def messages(self) -> list[str]:
-        """One line per finding: `[policy/rule] reason: path: detail; fix`."""
+    def messages(self, limit: int | None = None) -> list[str]:
+        """One line per finding: `[policy/rule] reason: path: detail; fix`; past `limit` findings, one line that
+        counts the rest."""
         if self.outcome is Outcome.ERROR:
             return [f"[{self.policy}/{self.rule}] could not evaluate: {self.note}"]
         suffix = f" ({PRE_EXISTING})" if self.note == PRE_EXISTING else ""
-        return [f"[{self.policy}/{self.rule}] {f.message()}{suffix}" for f in self.findings]
+        shown = self.findings if limit is None else self.findings[:limit]
+        lines = [f"[{self.policy}/{self.rule}] {f.message()}{suffix}" for f in shown]
+        if len(shown) < len(self.findings):
+            lines.append(f"[{self.policy}/{self.rule}] and {len(self.findings) - len(shown):,} more findings")
+        return lines
 
     @property
     def blocks(self) -> bool:
@@ -106,16 +115,16 @@ class Decision:
         for r in self.results:
             warned = r.outcome is Outcome.WARN and r.action is not Action.AUDIT  # a deny an UPDATE did not cause too
             if warned or (r.outcome is Outcome.ERROR and not r.blocks):
-                out.extend(r.messages())
+                out.extend(r.messages(MESSAGES_PER_RULE))
         return out
 
     @property
     def audit_annotations(self) -> dict[str, str]:
         return {
-            f"{r.policy}.{r.rule}": "; ".join(m.split("] ", 1)[1] for m in r.messages())
+            f"{r.policy}.{r.rule}": "; ".join(m.split("] ", 1)[1] for m in r.messages(MESSAGES_PER_RULE))
             for r in self.results
             if r.outcome is Outcome.WARN and r.action is Action.AUDIT
         }
 
     def deny_message(self) -> str:
-        return "\n".join(m for r in self.violations for m in r.messages())
+        return "\n".join(m for r in self.violations for m in r.messages(MESSAGES_PER_RULE))
