@@ -22,7 +22,7 @@ def privileged_overlay(containers: int) -> dict[str, object]:
 
 def test_a_denial_spells_out_twenty_findings_per_rule_and_counts_the_rest() -> None:
     decision = evaluate(privileged_overlay(8000), SHIPPED, mutate=False)
-    baseline = [r for r in decision.results if r.rule == "pod-security.baseline"][0]
+    (baseline,) = [r for r in decision.results if r.rule == "pod-security.baseline"]
     assert len(baseline.findings) == 8000
     lines = [line for line in decision.deny_message().splitlines() if "pod-security.baseline" in line]
     assert len(lines) == MESSAGES_PER_RULE + 1
