@@ -14,6 +14,7 @@ from xml.etree import ElementTree as ET
 
 from mlgate import __version__
 from mlgate.cli.review import Record
+from mlgate.model.results import redact
 
 
 def summary(records: Sequence[Record]) -> dict[str, int]:
@@ -118,7 +119,7 @@ def record_json(record: Record) -> dict[str, Any]:
             for v in record.violations
         ],
         "warnings": record.warnings,
-        "patch": record.patch,
+        "patch": _redacted(record.patch),
     }
 
 
@@ -167,3 +168,12 @@ def sarif(records: Sequence[Record]) -> str:
            "results": results}
     document = {"version": "2.1.0", "$schema": "https://json.schemastore.org/sarif-2.1.0.json", "runs": [run]}
     return json.dumps(document, indent=2) + "\n"
+
+
+def _redacted(patch: list[dict[str, Any]]) -> Any:
+    """The patch as the report shows it: a URI's credentials copied into it (a checkpoint URI set as an env
+    var, say) are not repeated. `mlgate mutate` still writes the object as the API server would store it."""
+    if not patch:
+        return patch
+    text = json.dumps(patch, default=str)
+    return json.loads(redact(text)) if "@" in text else patch

@@ -6,6 +6,7 @@ A rule never raises to say "no": it returns findings. The engine turns findings 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -37,14 +38,29 @@ class FailurePolicy(StrEnum):
     IGNORE = "Ignore"
 
 
+# The userinfo of a URI (`https://user:TOKEN@host/...`): never repeated in a message, a log or a report
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@\"']*@")
+
+
+def redact(text: str) -> str:
+    """`text` with the credentials of every URI in it replaced by `***`."""
+    return _USERINFO.sub(r"\1***@", text) if "@" in text else text
+
+
 @dataclass(frozen=True, slots=True)  # slots make the frozen __init__, run for every rule result, cheaper
 class Finding:
-    """One violation: a stable short reason, the field path, what is wrong, what to do instead."""
+    """One violation: a stable short reason, the field path, what is wrong, what to do instead. A URI's
+    credentials quoted in the detail or the fix are redacted here, once, for every output."""
 
     path: str
     reason: str
     detail: str
     fix: str = ""
+
+    def __post_init__(self) -> None:
+        if "@" in self.detail or "@" in self.fix:
+            object.__setattr__(self, "detail", redact(self.detail))
+            object.__setattr__(self, "fix", redact(self.fix))
 
     def message(self) -> str:
         text = f"{self.reason}: {self.path}: {self.detail}"

@@ -47,12 +47,18 @@ def _templates(workload: Workload, obj: dict[str, Any], roles: list[tuple[str, i
         writes[0] += 1
         return _overlay_container(obj, name, by_name)
 
-    layouts: list[tuple[int, _Layout]] = []  # the layout of the spec as of a write count: one per write, not per path
+    layouts: list[tuple[tuple[tuple[int, int], ...], _Layout]] = []
 
     def path(tokens: tuple[str | int, ...]) -> str:
-        if not layouts or layouts[0][0] != writes[0]:
-            layouts[:] = [(writes[0], _Layout(kind, as_dict(obj.get("spec"))))]
-        return _overlay_path(layouts[0][1], as_dict(obj.get("spec")), main, tokens)
+        # The layout changes only when a container list is replaced or grows (mutations never rename one),
+        # so a write into a container's fields keeps it: paths between writes cost no new layout.
+        spec = as_dict(obj.get("spec"))
+        overlay = as_dict(as_dict(spec.get("template")).get("spec"))
+        shape = tuple((id(items), len(items)) if isinstance(items := overlay.get(key), list) else (0, 0)
+                      for key in CONTAINER_LISTS)
+        if not layouts or layouts[0][0] != shape:
+            layouts[:] = [(shape, _Layout(kind, spec))]
+        return _overlay_path(layouts[0][1], spec, main, tokens)
 
     for role, replicas in roles:
         def rerender(role: str = role) -> tuple[dict[str, Any], dict[str, Any]]:
