@@ -182,11 +182,17 @@ def _request(request: dict[str, Any]) -> AdmissionRequest:
 
 
 CHECKED_ON_ADMISSION = (*POLICY_KINDS, *WORKLOAD_KIND_KINDS)  # refused when the loader would refuse them
+# `kubectl debug` adds a container to a running Pod through pods/ephemeralcontainers: the request carries the whole
+# Pod, judged as an UPDATE, so only what the new container brings can deny (Pod Security covers ephemeral
+# containers). Validated only: a running Pod's spec takes no defaults.
+JUDGED_SUBRESOURCES = ("ephemeralcontainers",)
 
 
 def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, endpoint: Endpoint) -> Admission:
     """The engine's verdict on one request, as the `response` of an AdmissionReview."""
-    if request.operation not in ("CREATE", "UPDATE") or request.sub_resource or request.obj is None:
+    judged_subresource = request.sub_resource in JUDGED_SUBRESOURCES and endpoint == "validate"
+    if request.operation not in ("CREATE", "UPDATE") or request.obj is None or (
+            request.sub_resource and not judged_subresource):
         return Admission(request, {"uid": request.uid, "allowed": True}, "skipped")
     if request.kind in CHECKED_ON_ADMISSION and request.group == POLICY_GROUP:
         return _admit_policy(request, request.obj, policies, endpoint)

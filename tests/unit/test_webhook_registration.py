@@ -24,6 +24,7 @@ from mlgate.model.kinds import KindSpec
 from mlgate.rules.common import GPU_RESOURCE_PREFIXES, is_gpu_resource
 from mlgate.workloads.catalog import SHIPPED
 from mlgate.workloads.extract import extract
+from mlgate_webhook.review import JUDGED_SUBRESOURCES
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBHOOKS = ROOT / "manifests" / "webhooks.yaml"
@@ -37,6 +38,8 @@ GVR = tuple[str, str, str]  # group, version, resource
 POLICY_KINDS: dict[GVR, str] = {("mlgate.dev", "v1alpha1", "mlpolicies"): "Namespaced",
                                 ("mlgate.dev", "v1alpha1", "clustermlpolicies"): "Cluster",
                                 ("mlgate.dev", "v1alpha1", "clusterworkloadkinds"): "Cluster"}
+# Pod subresources the webhook judges (review.JUDGED_SUBRESOURCES): `kubectl debug`'s ephemeral containers
+SUBRESOURCES: dict[GVR, str] = {("", "v1", f"pods/{s}"): "Namespaced" for s in JUDGED_SUBRESOURCES}
 # Mutable kinds the mutating webhook leaves alone: a Pod is built by its operator from a template mlgate has
 # already mutated, and mutated alone it would be regrouped as a gang of one.
 NOT_MUTATED: set[GVR] = {("", "v1", "pods")}
@@ -78,14 +81,14 @@ def gvrs(kinds: Iterable[KindSpec]) -> set[GVR]:
 
 def scopes(kinds: Iterable[KindSpec]) -> dict[tuple[str, str], str]:
     known = {(k.group, k.resource): k.scope for k in kinds}
-    known.update({(g, r): scope for (g, _, r), scope in POLICY_KINDS.items()})
+    known.update({(g, r): scope for (g, _, r), scope in (POLICY_KINDS | SUBRESOURCES).items()})
     return known
 
 
 # --- the checks: each returns what is wrong ------------------------------------------------------------------------
 
 def validation_drift(docs: Documents, kinds: Iterable[KindSpec] = SHIPPED.kinds) -> list[str]:
-    want, have = gvrs(kinds) | set(POLICY_KINDS), named_by(docs, VALIDATING)
+    want, have = gvrs(kinds) | set(POLICY_KINDS) | set(SUBRESOURCES), named_by(docs, VALIDATING)
     return ([f"not validated: {gvr}" for gvr in sorted(want - have)]
             + [f"validated but no shipped kind: {gvr}" for gvr in sorted(have - want)])
 
@@ -139,11 +142,17 @@ def fail_closed_beyond_ml_kinds(docs: Documents, kinds: Iterable[KindSpec] = SHI
         if hook.get("failurePolicy") != "Fail":
             continue
         for group, _, resource in sorted(named(hook)):
-            if group in GENERAL_GROUPS:
+            if group in GENERAL_GROUPS and not ml_owned_only(hook):
                 wrong.append(f"{hook['name']} fails closed on {group or 'core'}/{resource}")
             if known.get((group, resource)) == "Cluster":  # no namespace can opt out of a cluster-scoped rule
                 wrong.append(f"{hook['name']} fails closed on cluster-scoped {group}/{resource}")
     return wrong
+
+
+def ml_owned_only(hook: dict[str, Any]) -> bool:
+    """A webhook on Pod subresources, only for Pods an ML job owns: it may fail closed on a core resource."""
+    return named(hook) <= set(SUBRESOURCES) and any(
+        c["name"] == "owned-by-an-ml-job" for c in hook.get("matchConditions") or [])
 
 
 def unconditional_general_kinds(docs: Documents) -> list[str]:
@@ -314,7 +323,8 @@ def test_apps_workloads_and_cronjobs_are_matched_only_through_the_gpu_condition(
     docs = load()
     assert unconditional_general_kinds(docs) == []
     for kind in (MUTATING, VALIDATING):
-        matched = {(g, r) for _, hook in hooks(docs, kind) if hook.get("matchConditions") for g, _, r in named(hook)}
+        matched = {(g, r) for _, hook in hooks(docs, kind) if hook.get("matchConditions") and not ml_owned_only(hook)
+                   for g, _, r in named(hook)}
         assert matched == CONDITIONAL
 
 
@@ -441,3 +451,13 @@ def test_what_a_controller_owns_is_validated_but_never_mutated(cel: Any):
         assert sends(cel, mutate, gpu) and sends(cel, mutate, referenced)
         assert not sends(cel, mutate, owned), spec.kind
         assert sends(cel, validate, owned), spec.kind
+
+
+def test_kubectl_debug_into_a_pod_an_ml_job_owns_is_judged_and_fails_closed(cel: Any) -> None:
+    (hook,) = [h for _, h in hooks(load(), VALIDATING) if named(h) & set(SUBRESOURCES)]
+    assert hook["failurePolicy"] == "Fail" and ml_owned_only(hook)
+    assert [r["operations"] for r in hook["rules"]] == [["UPDATE"]]
+    for labels, owned in (({"training.kubeflow.org/job-name": "mnist"}, True), ({"ray.io/cluster": "rc"}, True),
+                          ({"app": "web"}, False), (None, False)):
+        pod = {"metadata": {"name": "p", **({"labels": labels} if labels is not None else {})}}
+        assert sends(cel, hook, pod) is owned, labels
