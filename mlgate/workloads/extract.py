@@ -19,7 +19,7 @@ from mlgate.model.workload import PodTemplate, Workload, as_dict
 from mlgate.workloads.catalog import SHIPPED, KindCatalog
 from mlgate.workloads.renderers import RENDERERS
 from mlgate.workloads.search import unknown_kind_templates
-from mlgate.workloads.templates import raw_template
+from mlgate.workloads.templates import raw_template, whole
 
 MAX_EMBEDDING = 4  # an Experiment's trial may be any kind, but not one nested without end
 
@@ -126,10 +126,6 @@ def count(rule: Count, anchor: Any) -> int:
         parts = [count(part, anchor) for part in (rule.min or rule.max or [])]
         result = min(parts) if rule.min is not None else max(parts)
     return max(result + rule.offset, 0)
-
-
-def whole(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
 
 
 def resolve(anchor: Any, relative: str) -> Any:

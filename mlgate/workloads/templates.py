@@ -87,3 +87,8 @@ def ensure_at(obj: dict[str, Any], ptr: str) -> dict[str, Any]:
     if not isinstance(node, dict):
         raise Unwritable(f"{ptr} is not a mapping")
     return node
+
+
+def whole(value: Any, default: int) -> int:
+    """`value` if it is a whole number of pods (not a bool, not negative), else `default`."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default

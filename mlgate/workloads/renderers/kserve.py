@@ -20,7 +20,7 @@ from mlgate.model import pointer
 from mlgate.model.facts import ClusterFacts
 from mlgate.model.workload import CONTAINER_LISTS, Workload, as_dict
 from mlgate.workloads.renderers.composed import Composed
-from mlgate.workloads.templates import as_list_of_dicts
+from mlgate.workloads.templates import as_list_of_dicts, whole
 
 COMPONENTS = ("predictor", "transformer", "explainer")
 MODEL_FIELDS = ("model", "sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx", "huggingface", "pmml",
@@ -41,7 +41,7 @@ def inference_service(workload: Workload, root: dict[str, Any], base: str, at: s
         if not isinstance(body, dict):
             continue
         component_at = base + at + "/" + component
-        replicas = _whole(body.get("minReplicas"), 1)
+        replicas = whole(body.get("minReplicas"), 1)
         pod = _pod(body, component_at)
         pod.metadata = {"labels": {**as_dict(metadata.get("labels")), **as_dict(body.get("labels"))},
                         "annotations": {**as_dict(metadata.get("annotations")), **as_dict(body.get("annotations"))}}
@@ -52,7 +52,7 @@ def inference_service(workload: Workload, root: dict[str, Any], base: str, at: s
                 workload.model_uri = (pointer.join(component_at, field, "storageUri"), uri)
         worker = body.get("workerSpec")
         if isinstance(worker, dict):
-            workers = max(_whole(worker.get("pipelineParallelSize"), 1) - 1, 1)
+            workers = max(whole(worker.get("pipelineParallelSize"), 1) - 1, 1)
             worker_pod = _pod(worker, component_at + "/workerSpec")
             workload.templates.append(worker_pod.template(component + "-worker", replicas * workers, workload.kind))
 
@@ -73,7 +73,3 @@ def _pod(body: dict[str, Any], body_at: str) -> Composed:
             if not (model is not None and key == "containers" and container.get("name") == MAIN):
                 pod.add_container(key, container, pointer.join(body_at, key, index))
     return pod
-
-
-def _whole(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default

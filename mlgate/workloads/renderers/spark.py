@@ -20,7 +20,7 @@ from mlgate.model import pointer
 from mlgate.model.facts import ClusterFacts
 from mlgate.model.workload import Workload, as_dict
 from mlgate.workloads.renderers.composed import Composed
-from mlgate.workloads.templates import as_list_of_dicts
+from mlgate.workloads.templates import as_list_of_dicts, whole
 
 ROLES = (("driver", "spark-kubernetes-driver"), ("executor", "spark-kubernetes-executor"))
 POD_FIELDS = {"hostNetwork": "hostNetwork", "serviceAccount": "serviceAccountName", "nodeSelector": "nodeSelector",
@@ -50,7 +50,7 @@ def spark_application(workload: Workload, root: dict[str, Any], base: str, at: s
                 pod.add_container(key, container, pointer.join(role_at, source, index))
         pod.metadata = {"labels": {**as_dict(role_spec.get("labels")), "spark-role": role},
                         "annotations": dict(as_dict(role_spec.get("annotations")))}
-        replicas = 1 if role == "driver" else _whole(role_spec.get("instances"), 1)
+        replicas = 1 if role == "driver" else whole(role_spec.get("instances"), 1)
         workload.templates.append(pod.template(role, replicas, workload.kind))
 
 
@@ -86,7 +86,3 @@ def _main(app: dict[str, Any], role_spec: dict[str, Any], name: str) -> dict[str
     if resources:
         container["resources"] = resources
     return container
-
-
-def _whole(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default

@@ -21,7 +21,7 @@ from mlgate.model import pointer
 from mlgate.model.facts import ClusterFacts
 from mlgate.model.workload import Workload, as_dict
 from mlgate.workloads.renderers.composed import Composed, merge_by_name
-from mlgate.workloads.templates import as_list_of_dicts
+from mlgate.workloads.templates import as_list_of_dicts, whole
 
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 NODE = "node"
@@ -63,7 +63,7 @@ def train_job(workload: Workload, root: dict[str, Any], base: str, at: str, fact
             _trainer(pod, spec, spec_at)
             pods = _nodes(spec, runtime_spec)
         else:
-            pods = _whole(job.get("replicas"), 1) * _whole(as_dict(job_template.get("spec")).get("parallelism"), 1)
+            pods = whole(job.get("replicas"), 1) * whole(as_dict(job_template.get("spec")).get("parallelism"), 1)
         _patches(pod, spec, spec_at, name)
         workload.templates.append(pod.template(name, pods, workload.kind))
 
@@ -126,9 +126,5 @@ def _apply(pod: Composed, patch: dict[str, Any], patch_at: str) -> None:
 
 
 def _nodes(spec: dict[str, Any], runtime_spec: dict[str, Any]) -> int:
-    fallback = _whole(as_dict(runtime_spec.get("mlPolicy")).get("numNodes"), 1)
-    return _whole(as_dict(spec.get("trainer")).get("numNodes"), fallback)
-
-
-def _whole(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+    fallback = whole(as_dict(runtime_spec.get("mlPolicy")).get("numNodes"), 1)
+    return whole(as_dict(spec.get("trainer")).get("numNodes"), fallback)
