@@ -57,8 +57,9 @@ class AdmissionEndpoint:
             return
         await _send_json(send, 200, admission.review())
         seconds = time.perf_counter() - start
-        self.service.metrics.observe(self.endpoint, admission.request.kind or "unknown", admission.verdict, seconds,
-                                     admission.results)
+        policies = self.service.policies.current  # the kind label: the request's kind if this set knows it
+        self.service.metrics.observe(self.endpoint, admission.request.kind, admission.verdict, seconds,
+                                     admission.results, kinds=policies.kinds if policies is not None else None)
         log_decision(admission, self.endpoint, seconds)
 
     async def _admit(self, scope: Scope, receive: Receive) -> Admission:

@@ -6,24 +6,56 @@
     mlgate_policy_generation, mlgate_policy_count, mlgate_policy_reload_errors_total
     mlgate_policy_last_reload_ok                                       (1 or 0)
     mlgate_certificate_expiry_timestamp_seconds, mlgate_certificate_reload_errors_total
+    mlgate_connections_open, mlgate_connections_refused_total
 
 `result` is the verdict (allowed, patched, denied, skipped, error) or the HTTP status of a
-request that got no verdict (400, 408, 413, 415, 503).
+request that got no verdict (400, 408, 413, 415, 503). `kind` is the request's kind when the
+policy set in force knows it (its kind table, or one of mlgate's own kinds), `other` when it does
+not, and `unknown` when the request had none or was not read: a client cannot add label values.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from mlgate.model.kinds import WORKLOAD_KIND_KINDS
+from mlgate.model.policy import POLICY_KINDS
 from mlgate.model.results import RuleResult
+
+if TYPE_CHECKING:
+    from mlgate.workloads.catalog import KindCatalog
 
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+OWN_KINDS = frozenset((*POLICY_KINDS, *WORKLOAD_KIND_KINDS))  # MLPolicy, ClusterMLPolicy, (Cluster)WorkloadKind
+OTHER_KIND = "other"  # a kind the policy set in force does not know
+NO_KIND = "unknown"  # no kind: the request had none, or was refused before it was read
+
+
+class KindLabels:
+    """The `kind` label of a request: its kind if the policy set in force knows it, else `other`.
+
+    The kind names are taken from a catalog once, when a new one comes into force (one per policy
+    set; most sets share the shipped table), and swapped as one tuple.
+    """
+
+    def __init__(self) -> None:
+        self._known: tuple[KindCatalog | None, frozenset[str]] = (None, OWN_KINDS)
+
+    def label(self, kind: str, catalog: KindCatalog | None) -> str:
+        if not kind or kind == NO_KIND:
+            return NO_KIND
+        known = self._known
+        if known[0] is not catalog:
+            names = OWN_KINDS if catalog is None else OWN_KINDS | {spec.kind for spec in catalog.kinds}
+            known = self._known = (catalog, names)
+        return kind if kind in known[1] else OTHER_KIND
 
 
 class RuleResultCounts(Collector):
@@ -74,10 +106,18 @@ class Metrics:
         self.cert_reload_errors = Counter("mlgate_certificate_reload_errors",
                                           "Certificate files that could not be loaded; the old pair stayed",
                                           registry=r)
+        self.connections_open = Gauge("mlgate_connections_open",
+                                      "Connections open, in the TLS handshake or past it", registry=r)
+        self.connections_refused = Counter("mlgate_connections_refused",
+                                           "Connections closed at accept because the connection limit was reached",
+                                           registry=r)
+        self.kind_labels = KindLabels()
 
     def observe(self, endpoint: str, kind: str, result: str, seconds: float,
-                rule_results: Iterable[RuleResult] = ()) -> None:
-        requests, duration = self._request_children(endpoint, kind, result)
+                rule_results: Iterable[RuleResult] = (), *, kinds: KindCatalog | None = None) -> None:
+        """One answered request. `kind` as the request gave it: it is counted under its own name only
+        when `kinds` (the catalog of the policy set in force) or mlgate itself knows it."""
+        requests, duration = self._request_children(endpoint, self.kind_labels.label(kind, kinds), result)
         requests.inc()
         duration.observe(seconds)
         self.rule_results.count(rule_results)

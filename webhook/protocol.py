@@ -10,13 +10,19 @@ Nor does httptools bound the head's size: it buffers a header line until it ends
 
 httptools (llhttp, in C) rather than h11 (pure Python): on a 2 KB review it parses the request
 and frames the response for about a third of the CPU, which is most of a do-nothing request.
+
+All of this starts only once the TLS handshake is done. Before that, the connection is the loop's:
+`tls_event_loop` gives its TLS servers a handshake deadline (uvloop's default is 60 s, and uvicorn
+passes none), and the same deadline for the TLS close after uvicorn closes (30 s by default).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
+import uvloop
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 EVENT_LOOP = "uvloop"  # libuv's loop: cheaper callbacks and socket I/O than asyncio's own
@@ -96,3 +102,16 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
 def protocol_with_timeout(header_timeout: float) -> type[HeadDeadlineProtocol]:
     attributes: dict[str, Any] = {"header_timeout": header_timeout}
     return type("HeadDeadlineProtocol", (HeadDeadlineProtocol,), attributes)
+
+
+def tls_event_loop(handshake_timeout: float) -> Callable[[], asyncio.AbstractEventLoop]:
+    """A factory of uvloop loops whose TLS servers abort a handshake, or a close, not done in time."""
+
+    class DeadlineLoop(uvloop.Loop):
+        async def create_server(self, *args: Any, **kwargs: Any) -> asyncio.Server:
+            if kwargs.get("ssl") is not None:
+                kwargs.setdefault("ssl_handshake_timeout", handshake_timeout)
+                kwargs.setdefault("ssl_shutdown_timeout", handshake_timeout)
+            return cast(asyncio.Server, await super().create_server(*args, **kwargs))
+
+    return DeadlineLoop

@@ -2,15 +2,24 @@
 
 `Webhook(options).run()` is what `mlgate serve` does; tests use `start()` / `stop()` to run the
 same server on a thread.
+
+Connections are bounded before uvicorn sees them: a TLS handshake has `handshake_timeout` seconds
+from accept (`protocol.tls_event_loop`), and at most `max_connections` are open at once, counted
+from accept (`tls.ConnectionGate`); one more is closed at accept. After the handshake, the request
+head has `header_timeout` seconds and an idle kept-alive connection `KEEP_ALIVE_SECONDS`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import resource
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -23,13 +32,35 @@ from .facts_cache import WatchedFacts
 from .metrics import Metrics
 from .policy_status import PolicyStatusWriter
 from .policy_store import ClusterPolicySource, DirectorySource, PolicySource, PolicyStore
-from .protocol import EVENT_LOOP, protocol_with_timeout
+from .protocol import protocol_with_timeout, tls_event_loop
 from .service import Service, Settings
-from .tls import CertReloader
+from .tls import CertReloader, ConnectionGate
 from .watch import Poller
 
 log = logging.getLogger("mlgate.webhook")
 KEEP_ALIVE_SECONDS = 30  # the API server keeps idle connections to webhooks for up to 90 s
+FD_RESERVE = 64  # file descriptors kept for everything but connections: listener, loop, files, watches
+
+
+def connection_limit(wanted: int) -> int:
+    """`wanted`, or fewer if the process may not open that many files besides its own `FD_RESERVE`."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or wanted <= soft - FD_RESERVE:
+        return wanted
+    limit = max(soft - FD_RESERVE, 1)
+    log.warning("at most %d connections rather than %d: the file descriptor limit is %d", limit, wanted, soft)
+    return limit
+
+
+class _Config(uvicorn.Config):
+    """uvicorn's configuration, with an event loop of our own making."""
+
+    def __init__(self, app: Any, loop_factory: Callable[[], asyncio.AbstractEventLoop], **kwargs: Any):
+        super().__init__(app, **kwargs)
+        self.loop_factory = loop_factory
+
+    def get_loop_factory(self) -> Callable[[], asyncio.AbstractEventLoop]:
+        return self.loop_factory
 
 
 @dataclass
@@ -71,6 +102,11 @@ class Webhook:
         facts: ClusterFacts = self.watched_facts if self.watched_facts is not None else NO_FACTS
         self.service = Service(self.store, self.metrics, facts, self.tls, options.settings)
         self.server = uvicorn.Server(self._config())
+        connections = self.server.server_state.connections  # uvicorn's: from the end of the handshake to close
+        self.gate = ConnectionGate(connection_limit(options.settings.max_connections),
+                                   options.settings.handshake_timeout, connections.__len__, self.metrics)
+        self.tls.listener.gate = self.gate
+        self.metrics.connections_open.set_function(self.gate.count)
         interval = options.settings.poll_interval
         self._pollers = [Poller("policies", self.store.refresh, interval),
                          Poller("certificate", self.tls.check, interval)]
@@ -78,10 +114,11 @@ class Webhook:
         self._thread: threading.Thread | None = None
 
     def _config(self) -> uvicorn.Config:
-        return uvicorn.Config(
-            create_app(self.service), host=self.options.host, port=self.options.port,
+        return _Config(
+            create_app(self.service), tls_event_loop(self.options.settings.handshake_timeout),
+            host=self.options.host, port=self.options.port,
             ssl_context_factory=lambda _config, _default: self.tls.listener,
-            http=protocol_with_timeout(self.options.settings.header_timeout), loop=EVENT_LOOP,
+            http=protocol_with_timeout(self.options.settings.header_timeout),
             lifespan="off", access_log=False, log_config=None, log_level=self.options.log_level.lower(),
             server_header=False, proxy_headers=False,  # the API server connects directly; no proxy to trust
             timeout_keep_alive=KEEP_ALIVE_SECONDS, timeout_graceful_shutdown=10,

@@ -20,6 +20,9 @@ class Settings:
     read_timeout: float = 5.0  # the API server gives up after the webhook's timeoutSeconds (5) anyway
     header_timeout: float = 10.0  # a connection must send its request head within this time
     poll_interval: float = 2.0  # how often policy and certificate files are checked for changes
+    handshake_timeout: float = 5.0  # TLS handshake, and TLS close, deadline; the API server's calls have 5 s in all
+    max_connections: int = 512  # open connections at most (fewer if the fd limit is lower); more are closed at accept
+    allow_empty_policies: bool = False  # serve --allow-empty-policies: policy files may hold no policy
 
 
 @dataclass
