@@ -215,7 +215,8 @@ def _violations(document: Document, decision: Decision, prefix: str = "") -> lis
             found.append(Violation(result.policy, result.rule, "error", prefix, "could not evaluate",
                                    result.messages()[0], ""))
         elif result.outcome in (Outcome.FAIL, Outcome.WARN):
-            for finding, message in zip(result.findings, result.messages(), strict=True):
+            # every finding the result kept (the messages past them only count the rest)
+            for finding, message in zip(result.findings, result.messages(), strict=False):
                 found.append(Violation(result.policy, result.rule, result.action.value, finding.path,
                                        finding.reason, message, finding.fix))
     for violation in found:

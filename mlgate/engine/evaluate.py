@@ -14,6 +14,7 @@ is not judged at all: the only UPDATE it gets is the removal of its finalizers.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -22,7 +23,17 @@ from mlgate.engine.match import Scope, applies
 from mlgate.engine.patch import MAX_COPY_DEPTH, diff, restore, snapshot
 from mlgate.engine.policyset import Binding, Policy, PolicySet, UnknownKinds
 from mlgate.model.facts import NO_FACTS, ClusterFacts
-from mlgate.model.results import PRE_EXISTING, Action, Decision, Finding, Outcome, RuleResult, Skipped, Unevaluable
+from mlgate.model.results import (
+    KEPT_PER_RULE,
+    PRE_EXISTING,
+    Action,
+    Decision,
+    Finding,
+    Outcome,
+    RuleResult,
+    Skipped,
+    Unevaluable,
+)
 from mlgate.model.workload import Unwritable, Workload
 from mlgate.rules.registry import Context
 from mlgate.workloads.catalog import KindCatalog
@@ -231,7 +242,8 @@ def _mutation_round(
 
 
 def _run_check(policy: Policy, binding: Binding, workload: Any, context: Context) -> RuleResult:
-    outcome, findings, note = Outcome.PASS, (), ""
+    outcome, note, dropped = Outcome.PASS, "", 0
+    findings: tuple[Finding, ...] = ()
     try:
         verdict = binding.rule.check(workload, binding.params, context)  # type: ignore[misc]
         if isinstance(verdict, Skipped):
@@ -239,14 +251,28 @@ def _run_check(policy: Policy, binding: Binding, workload: Any, context: Context
         elif isinstance(verdict, Unevaluable):
             outcome, note = Outcome.ERROR, verdict.reason
         else:
-            found = set(verdict)
+            found, dropped = _kept(verdict)
             if found:
                 findings = tuple(sorted(found, key=_finding_order))
                 outcome = Outcome.FAIL if binding.action is Action.DENY else Outcome.WARN
     except Exception as exc:  # a rule bug becomes an `error` outcome, never a crash
         log.exception("check %s/%s failed", policy.key, binding.rule.id)
         outcome, findings, note = Outcome.ERROR, (), f"{type(exc).__name__}: {exc}"
-    return RuleResult(policy.key, binding.rule.id, binding.action, outcome, findings, note, policy.failure_policy)
+    return RuleResult(policy.key, binding.rule.id, binding.action, outcome, findings, note, policy.failure_policy,
+                      dropped)
+
+
+def _kept(verdict: Iterable[Finding]) -> tuple[set[Finding], int]:
+    """The rule's distinct findings, the first KEPT_PER_RULE of them kept, and how many more distinct ones it
+    made (told apart by their hashes: a few bytes each, where a Finding with its strings is hundreds)."""
+    found: set[Finding] = set()
+    beyond: set[int] = set()
+    for finding in verdict:
+        if len(found) < KEPT_PER_RULE:
+            found.add(finding)
+        elif finding not in found:
+            beyond.add(hash(finding))
+    return found, len(beyond)
 
 
 def _finding_order(finding: Finding) -> tuple[str, str, str]:

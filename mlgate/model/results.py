@@ -25,6 +25,9 @@ PRE_EXISTING = "already there before this update"  # the note of a denial that a
 # ("and 7,996 more"), so one object with thousands of containers cannot make a 6 MB message. The results
 # themselves keep every finding.
 MESSAGES_PER_RULE = 20
+# Findings per rule a result keeps; past it they are counted (`dropped`), so an object with 150,000 containers
+# does not hold a million Finding objects in memory.
+KEPT_PER_RULE = 1000
 
 
 class Action(StrEnum):
@@ -90,6 +93,12 @@ class RuleResult:
     findings: tuple[Finding, ...] = ()
     note: str = ""  # why it was skipped or errored
     failure_policy: FailurePolicy = FailurePolicy.FAIL
+    dropped: int = 0  # findings past KEPT_PER_RULE, counted but not kept
+
+    @property
+    def total(self) -> int:
+        """How many findings the rule made, kept or not."""
+        return len(self.findings) + self.dropped
 
     def messages(self, limit: int | None = None) -> list[str]:
         """One line per finding: `[policy/rule] reason: path: detail; fix`; past `limit` findings, one line that
@@ -99,8 +108,8 @@ class RuleResult:
         suffix = f" ({PRE_EXISTING})" if self.note == PRE_EXISTING else ""
         shown = self.findings if limit is None else self.findings[:limit]
         lines = [f"[{self.policy}/{self.rule}] {f.message()}{suffix}" for f in shown]
-        if len(shown) < len(self.findings):
-            lines.append(f"[{self.policy}/{self.rule}] and {len(self.findings) - len(shown):,} more findings")
+        if len(shown) < self.total:
+            lines.append(f"[{self.policy}/{self.rule}] and {self.total - len(shown):,} more findings")
         return lines
 
     @property

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Iterator
 from dataclasses import replace
 from functools import cached_property
 from typing import Annotated, Any, ClassVar
@@ -200,33 +201,34 @@ class RestrictedParams(BaselineParams):
 
 
 @check("pod-security.baseline", "Pod Security Standards baseline profile, as pod-security-admission", BaselineParams)
-def baseline(workload: Workload, params: BaselineParams, context: Context) -> list[Finding] | Skipped:
+def baseline(workload: Workload, params: BaselineParams, context: Context) -> Iterator[Finding] | Skipped:
     return _profile(workload, params)
 
 
 @check("pod-security.restricted", "Pod Security Standards restricted profile, as pod-security-admission",
        RestrictedParams)
-def restricted(workload: Workload, params: RestrictedParams, context: Context) -> list[Finding] | Skipped:
+def restricted(workload: Workload, params: RestrictedParams, context: Context) -> Iterator[Finding] | Skipped:
     return _profile(workload, params)
 
 
-def _profile(workload: Workload, params: BaselineParams) -> list[Finding] | Skipped:
+def _profile(workload: Workload, params: BaselineParams) -> Iterator[Finding] | Skipped:
     if not workload.templates:
         return Skipped("no pod templates")
     return _findings(workload, params)
 
 
-def _findings(workload: Workload, params: BaselineParams) -> list[Finding]:
+def _findings(workload: Workload, params: BaselineParams) -> Iterator[Finding]:
+    """Yielded, not collected: the engine keeps the first thousand of a rule's findings and counts the rest, so
+    an object with a hundred thousand containers never holds all their findings at once."""
     allow, checks = params.compiled
     groups = [(Pod(lead, params.minor, "", allow), lead, twins) for lead, twins in _alike(workload.templates)]
-    findings: list[Finding] = []
     for definition in checks:
         for pod, lead, twins in groups:
             pod.check = definition.id  # one view per template for every check: each runs to its end here
             for finding in definition.fn(pod):
-                findings.append(finding)
-                findings.extend(_moved(finding, lead, twin) for twin in twins)
-    return findings
+                yield finding
+                for twin in twins:
+                    yield _moved(finding, lead, twin)
 
 
 _CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS

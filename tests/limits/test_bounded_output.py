@@ -1,5 +1,5 @@
-"""One object cannot make an unbounded message or log line: findings past 20 per rule are counted, not spelled
-out, in the denial, the warnings and the decision log, while the results keep every finding."""
+"""One object cannot make an unbounded message, log line or result: findings past 20 per rule are counted, not
+spelled out, in the denial, the warnings and the decision log; a result keeps the first 1,000 and counts the rest."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 from mlgate.engine import evaluate
 from mlgate.model.facts import NO_FACTS
-from mlgate.model.results import MESSAGES_PER_RULE
+from mlgate.model.results import KEPT_PER_RULE, MESSAGES_PER_RULE
 from mlgate_webhook.review import admit, parse_review
 from tests.limits.test_linear_evaluation import SHIPPED, trainingjob_overlay
 from tests.webhook.webhook_reviews import review
@@ -23,7 +23,7 @@ def privileged_overlay(containers: int) -> dict[str, object]:
 def test_a_denial_spells_out_twenty_findings_per_rule_and_counts_the_rest() -> None:
     decision = evaluate(privileged_overlay(8000), SHIPPED, mutate=False)
     (baseline,) = [r for r in decision.results if r.rule == "pod-security.baseline"]
-    assert len(baseline.findings) == 8000
+    assert (len(baseline.findings), baseline.dropped, baseline.total) == (KEPT_PER_RULE, 8000 - KEPT_PER_RULE, 8000)
     lines = [line for line in decision.deny_message().splitlines() if "pod-security.baseline" in line]
     assert len(lines) == MESSAGES_PER_RULE + 1
     assert lines[-1] == f"[pod-security/pod-security.baseline] and {8000 - MESSAGES_PER_RULE:,} more findings"
