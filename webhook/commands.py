@@ -25,6 +25,10 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
               help="Private key of the serving certificate (PEM).")
 @click.option("-p", "--policies", "policy_paths", multiple=True, type=click.Path(),
               help="Policy file or directory (repeatable), reloaded on change. Default: the shipped policies/.")
+@click.option("--allow-empty-policies", is_flag=True,
+              help="Let the policy files hold no policy (every request allowed, e.g. when all policies are "
+                   "MLPolicy objects). Without it an empty or unreadable set is an error and the last good set "
+                   "stays in force; at start, the webhook stays unready.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True)
 @click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False),
               help="Watch cluster facts and MLPolicy objects through this kubeconfig.")
@@ -32,7 +36,8 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_STATE_DIR,
               show_default=True, help="Where dev certificates are kept ($MLGATE_STATE_DIR).")
 def serve(*, host: str, port: int, cert_file: Path | None, key_file: Path | None, policy_paths: tuple[str, ...],
-          log_level: str, kubeconfig: str | None, in_cluster: bool, state_dir: Path) -> None:
+          allow_empty_policies: bool, log_level: str, kubeconfig: str | None, in_cluster: bool,
+          state_dir: Path) -> None:
     """Run the admission webhook: POST /validate and /mutate, GET /healthz, /readyz, /metrics."""
     if (cert_file is None) != (key_file is None):
         raise click.UsageError("give both --cert-file and --key-file, or neither for dev certificates")
@@ -40,10 +45,12 @@ def serve(*, host: str, port: int, cert_file: Path | None, key_file: Path | None
         raise click.UsageError("--kubeconfig and --in-cluster exclude each other")
     from . import jsonlog
     from .server import ServeOptions, Webhook
+    from .service import Settings
 
     jsonlog.configure(log_level)
     options = ServeOptions(host=host, port=port, cert_file=cert_file, key_file=key_file, policy_paths=policy_paths,
-                          log_level=log_level, kubeconfig=kubeconfig, in_cluster=in_cluster, state_dir=state_dir)
+                          log_level=log_level, kubeconfig=kubeconfig, in_cluster=in_cluster, state_dir=state_dir,
+                          settings=Settings(allow_empty_policies=allow_empty_policies))
     try:
         webhook = Webhook(options)
     except (OSError, ValueError) as exc:

@@ -1,15 +1,18 @@
 """The policy set in force, reloaded when its sources change; a broken set is rejected whole.
 
 Sources implement `PolicySource`: a cheap `version()` that changes when the documents may have
-changed, and `load()` that compiles them. Two exist:
+changed (None while the source has nothing it may load yet), and `load()` that compiles them. Two exist:
 
-- `DirectorySource`: policy files (a ConfigMap mount in the cluster), polled by mtime.
+- `DirectorySource`: policy files (a ConfigMap mount in the cluster), read whole on every poll and
+  loaded only once they have settled (see `watch.Settler`): a file caught mid-write is never loaded.
 - `ClusterPolicySource`: MLPolicy/ClusterMLPolicy objects, fed by a watch (see `kube.py`) with
   plain dicts, so it is tested without a cluster.
 
 `PolicyStore.refresh()` compiles every source when any version changed. On any error the new
 set is rejected as a whole, the last good set stays in force, and the error goes to the log,
-to `status()` (shown by /readyz) and to the reload-error metric.
+to `status()` (shown by /readyz) and to the reload-error metric. Files that cannot be listed or
+read are such an error, and so are files that hold no policies, unless `allow_empty` says an
+empty set is meant (`serve --allow-empty-policies`): an empty set allows every request.
 """
 
 from __future__ import annotations
@@ -23,47 +26,98 @@ from typing import Any, Protocol
 from mlgate.engine import Policy, PolicySet
 from mlgate.loading.policies import (
     LoadError,
-    PolicyLoadError,
     cluster_source,
     compile_document,
+    duplicate_kinds,
     duplicate_names,
-    load_documents,
+    load_policy_text,
     policy_set,
 )
 from mlgate.model.kinds import KindSpec
 
 from .metrics import Metrics
-from .watch import content_signature, manifest_files
+from .watch import ListDir, Settler, Snapshot, list_dir, read_snapshot
 
 log = logging.getLogger("mlgate.webhook.policies")
 CLUSTER_KINDS = ("MLPolicy", "ClusterMLPolicy", "ClusterWorkloadKind")
 Document = Policy | KindSpec  # a policy, or the description of a kind the engine should judge
+DEFAULT_SETTLE = 2.0  # seconds; the webhook's poll interval (Settings.poll_interval)
+EMPTY_HINT = "an empty policy set would allow every request; serve --allow-empty-policies if that is meant"
 
 
 class PolicySource(Protocol):
     name: str
 
-    def version(self) -> Hashable: ...
+    def version(self) -> Hashable: ...  # None while there is nothing to load yet: no set is compiled
 
     def load(self) -> tuple[list[Document], list[str]]: ...
 
 
 class DirectorySource:
-    """Policy files and directories (hidden entries skipped, as a ConfigMap mount needs)."""
+    """Policy files and directories (hidden entries skipped, as a ConfigMap mount needs).
+
+    `version()` reads them all and hands the settled content to `load()`, which compiles exactly
+    those bytes: what is loaded is what was seen unchanged (`settle` seconds, see `watch.Settler`).
+    Without `allow_empty`, a path that holds no policy documents, or files with no policy among
+    them, is a load error. `listdir` lists a directory (os.scandir); a test may pass one that fails."""
 
     name = "files"
 
-    def __init__(self, paths: Sequence[str | Path]):
+    def __init__(self, paths: Sequence[str | Path], *, allow_empty: bool = False, settle: float = DEFAULT_SETTLE,
+                 listdir: ListDir = list_dir):
         self.paths = [str(p) for p in paths]
+        self.allow_empty = allow_empty
+        self._settler = Settler(lambda: read_snapshot(self.paths, listdir), settle)
 
     def version(self) -> Hashable:
-        return content_signature(manifest_files(self.paths))
+        snapshot = self._settler.poll()
+        return None if snapshot is None else snapshot.signature
 
     def load(self) -> tuple[list[Document], list[str]]:
-        try:
-            return load_documents(manifest_files(self.paths)), []
-        except PolicyLoadError as exc:
-            return [], [str(e) for e in exc.errors]
+        snapshot = self._settler.settled
+        if snapshot is None:
+            return [], ["policy files: not read yet"]
+        documents, errors, per_file = _compile(snapshot)
+        if not errors and not self.allow_empty:
+            errors = self._emptiness(snapshot, documents, per_file)
+        return ([], [str(e) for e in errors]) if errors else (documents, [])
+
+    def _emptiness(self, snapshot: Snapshot, documents: list[Document], per_file: dict[str, int]) -> list[LoadError]:
+        """Every path must hold a document, and the files together a policy."""
+        errors = []
+        for root in snapshot.roots:
+            if not root.files:
+                errors.append(LoadError(root.path, None, "", f"no policy files (*.yaml, *.yml, *.json); {EMPTY_HINT}"))
+            elif not any(per_file.get(name) for name, _ in root.files):
+                errors.append(LoadError(root.path, None, "", f"no policy documents in its {len(root.files)} "
+                                        f"file(s); {EMPTY_HINT}"))
+        if not errors and not any(isinstance(d, Policy) for d in documents):
+            errors.append(LoadError(", ".join(self.paths), None, "", f"no policies, only WorkloadKinds; {EMPTY_HINT}"))
+        return errors
+
+
+def _compile(snapshot: Snapshot) -> tuple[list[Document], list[LoadError], dict[str, int]]:
+    """What `load_documents` does, from the bytes read (not from the files, which may have changed since),
+    and how many documents each file held."""
+    documents: list[Document] = []
+    per_file: dict[str, int] = {}
+    described: list[tuple[str, KindSpec]] = []
+    errors = [LoadError(where, None, "", what) for root in snapshot.roots for where, what in root.errors]
+    for root in snapshot.roots:
+        for source, data in root.files:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                errors.append(LoadError(source, None, "", f"cannot read: {exc}"))
+                continue
+            loaded, problems = load_policy_text(text, source)
+            per_file[source] = len(loaded)
+            documents.extend(loaded)
+            described.extend((source, k) for k in loaded if isinstance(k, KindSpec))
+            errors.extend(problems)
+    errors.extend(duplicate_names(p for p in documents if isinstance(p, Policy)))
+    errors.extend(duplicate_kinds(described))
+    return documents, errors, per_file
 
 
 class ClusterPolicySource:
@@ -149,6 +203,7 @@ class PolicyStore:
         self.current: PolicySet | None = None
         self.errors: list[str] = []
         self.synced = False  # every source had listed its documents when the set was last compiled
+        self.pending: list[str] = []  # sources with nothing to load yet (files not settled since the start)
         self._versions: tuple[Hashable, ...] | None = None
         self._lock = threading.Lock()
 
@@ -157,11 +212,11 @@ class PolicyStore:
         with self._lock:
             synced = all(getattr(s, "synced", True) for s in self.sources)  # read before the versions
             versions = tuple(s.version() for s in self.sources)
-            if versions == self._versions:
-                self.synced = synced
+            self.synced = synced
+            self.pending = [s.name for s, v in zip(self.sources, versions, strict=True) if v is None]
+            if self.pending or versions == self._versions:
                 return False
             self._versions = versions
-            self.synced = synced
             policies: list[Document] = []
             errors: list[str] = []
             for source in self.sources:
@@ -207,6 +262,7 @@ class PolicyStore:
             "policies": [p.key for p in current.policies] if current is not None else [],
             "lastError": list(self.errors),
             "synced": self.synced,
+            "pending": list(self.pending),
         }
 
 

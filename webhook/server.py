@@ -92,7 +92,9 @@ class Webhook:
         else:
             self.dev_ca = None
         self.tls = CertReloader(cert_file, key_file, self.metrics)
-        sources: list[PolicySource] = [DirectorySource(options.policy_paths or [default_policy_dir()])]
+        sources: list[PolicySource] = [DirectorySource(options.policy_paths or [default_policy_dir()],
+                                                       allow_empty=options.settings.allow_empty_policies,
+                                                       settle=options.settings.poll_interval)]
         self.watched_facts = WatchedFacts() if options.cluster else None
         self.cluster_policies = ClusterPolicySource() if options.cluster else None
         if self.cluster_policies is not None:

@@ -159,16 +159,18 @@ def test_an_unchanged_source_is_not_compiled_again(tmp_path):
     assert store.current.generation == 1
 
 
-def test_an_emptied_directory_is_a_set_of_its_own_and_generations_keep_counting(tmp_path):
+def test_an_emptied_directory_is_a_set_of_its_own_only_when_allowed_and_generations_keep_counting(tmp_path):
     policy = tmp_path / "gpu.yaml"
     policy.write_text(json.dumps(GPU_POLICY))
     metrics = Metrics()
-    store = PolicyStore([DirectorySource([tmp_path])], metrics)
+    store = PolicyStore([DirectorySource([tmp_path], allow_empty=True, settle=0)], metrics)
     assert store.refresh() is True
     policy.unlink()
+    assert store.refresh() is False  # a change is loaded once two polls read it alike
     assert store.refresh() is True
     assert (store.current.policies, store.status()["generation"]) == ((), 2)
     policy.write_text(json.dumps(GPU_POLICY))
+    store.refresh()
     assert store.refresh() is True
     assert store.status()["generation"] == 3 == metrics.policy_generation._value.get()
 
