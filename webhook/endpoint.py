@@ -41,8 +41,9 @@ class AdmissionEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         start = time.perf_counter()
+        deadline = time.monotonic() + self.service.settings.review_deadline
         try:
-            admission = await self._admit(scope, receive)
+            admission = await self._admit(scope, receive, deadline)
         except ReviewError as error:
             await _send_json(send, error.status, error.body(), close=error.status in (408, 413))
             self._rejected(error.status, error.message, start)
@@ -62,7 +63,7 @@ class AdmissionEndpoint:
                                      admission.results, kinds=policies.kinds if policies is not None else None)
         log_decision(admission, self.endpoint, seconds)
 
-    async def _admit(self, scope: Scope, receive: Receive) -> Admission:
+    async def _admit(self, scope: Scope, receive: Receive, deadline: float) -> Admission:
         if scope.get("method") != "POST":
             await _drain(receive, self.service.settings.max_body_bytes)
             raise ReviewError(405, "MethodNotAllowed", f"{scope.get('method')} is not allowed; send POST")
@@ -70,18 +71,28 @@ class AdmissionEndpoint:
                                self.service.settings.read_timeout)
         content_type = _header(scope, b"content-type")
         if len(body) < OFF_LOOP_BYTES:
-            return self._judge(body, content_type)
-        # A review of a few MiB takes a second or so: on a thread, the loop keeps answering the
-        # probes and the small reviews in between (it gets the GIL back every switch interval).
-        return await asyncio.to_thread(self._judge, body, content_type)
+            return self._judge(body, content_type, deadline)
+        # A review of a few MiB takes a second or so: on a thread, the loop keeps answering the probes and the
+        # small reviews in between (it gets the GIL back every switch interval). One at a time (`large_reviews`):
+        # each peaks at over a hundred MiB, and a queue of them is cheaper than the pod's memory limit.
+        try:
+            async with asyncio.timeout_at(_loop_time(deadline)):
+                await self.service.large_reviews.acquire()
+        except TimeoutError:
+            raise ReviewError(429, "TooManyRequests", "large reviews are judged one at a time and this one waited "
+                              "past its deadline; the API server applies the webhook's failurePolicy") from None
+        try:
+            return await asyncio.to_thread(self._judge, body, content_type, deadline)
+        finally:
+            self.service.large_reviews.release()
 
-    def _judge(self, body: bytes, content_type: str | None) -> Admission:
+    def _judge(self, body: bytes, content_type: str | None, deadline: float) -> Admission:
         request = parse_review(body, content_type)
         policies = self.service.policies.current
         if policies is None:
             raise ReviewError(503, "ServiceUnavailable", "no policy set is loaded yet: "
                               + ("; ".join(self.service.policies.errors) or "loading"))
-        return admit(request, policies, self.service.facts, self.endpoint)
+        return admit(request, policies, self.service.facts, self.endpoint, deadline)
 
     def _rejected(self, status: int, message: str, start: float) -> None:
         seconds = time.perf_counter() - start
@@ -151,3 +162,9 @@ async def _send_json(send: Send, status: int, payload: dict[str, Any], close: bo
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def _loop_time(monotonic_deadline: float) -> float:
+    """A time.monotonic() deadline on the running loop's clock (uvloop's is its own)."""
+    loop = asyncio.get_running_loop()
+    return loop.time() + (monotonic_deadline - time.monotonic())

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import orjson
 
-from mlgate.engine import PolicySet, evaluate
+from mlgate.engine import DeadlineExceeded, PolicySet, evaluate
 from mlgate.engine.match import failure_policy_for
 from mlgate.loading.policies import check_policy_object
 from mlgate.model.facts import ClusterFacts
@@ -188,8 +188,10 @@ CHECKED_ON_ADMISSION = (*POLICY_KINDS, *WORKLOAD_KIND_KINDS)  # refused when the
 JUDGED_SUBRESOURCES = ("ephemeralcontainers",)
 
 
-def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, endpoint: Endpoint) -> Admission:
-    """The engine's verdict on one request, as the `response` of an AdmissionReview."""
+def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, endpoint: Endpoint,
+          deadline: float | None = None) -> Admission:
+    """The engine's verdict on one request, as the `response` of an AdmissionReview. Past `deadline` (a
+    time.monotonic() value) the engine stops and the policies' failure mode answers, as for an engine failure."""
     judged_subresource = request.sub_resource in JUDGED_SUBRESOURCES and endpoint == "validate"
     if request.operation not in ("CREATE", "UPDATE") or request.obj is None or (
             request.sub_resource and not judged_subresource):
@@ -203,8 +205,12 @@ def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, e
         decision = evaluate(
             in_namespace(request.obj, request.namespace), policies, facts=facts, operation=operation,
             old_obj=in_namespace(request.old_obj, request.namespace) if request.old_obj else None,
-            mutate=endpoint == "mutate",
+            mutate=endpoint == "mutate", deadline=deadline,
         )
+    except DeadlineExceeded as exc:
+        log.warning("judging %s %s/%s (uid %s) passed its deadline and was abandoned", request.kind,
+                    request.namespace, request.name, request.uid)
+        return _engine_failure(request, policies, facts, exc)
     except Exception as exc:  # an engine bug: the policies' failure mode decides, the process stays up
         log.exception("engine failed on %s %s/%s (uid %s)", request.kind, request.namespace, request.name,
                       request.uid)
@@ -277,7 +283,8 @@ def mutations_only(policies: PolicySet) -> PolicySet:
 def _engine_failure(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts,
                     exc: Exception) -> Admission:
     """The failure mode of the policies that match the object decides; none matching, it passes."""
-    message = f"mlgate could not evaluate this object ({type(exc).__name__}); the webhook log has the details"
+    message = ("mlgate could not judge this object in time; the work was abandoned" if isinstance(exc, DeadlineExceeded)
+               else f"mlgate could not evaluate this object ({type(exc).__name__}); the webhook log has the details")
     try:
         mode = failure_policy_for(in_namespace(request.obj or {}, request.namespace), policies.policies, facts)
     except Exception:  # matching failed too: the strictest mode in the set

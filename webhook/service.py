@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from mlgate.model.facts import NO_FACTS, ClusterFacts
@@ -23,6 +25,8 @@ class Settings:
     handshake_timeout: float = 5.0  # TLS handshake, and TLS close, deadline; the API server's calls have 5 s in all
     max_connections: int = 512  # open connections at most (fewer if the fd limit is lower); more are closed at accept
     allow_empty_policies: bool = False  # serve --allow-empty-policies: policy files may hold no policy
+    review_deadline: float = 4.5  # judging stops here, just under the webhooks' timeoutSeconds (5)
+    large_reviews: int = 1  # large reviews judged at once: one 2.9 MiB review peaks near +135 MiB (limit 256 Mi)
 
 
 @dataclass
@@ -32,6 +36,11 @@ class Service:
     facts: ClusterFacts = field(default_factory=lambda: NO_FACTS)
     tls: CertReloader | None = None
     settings: Settings = field(default_factory=Settings)
+
+    @cached_property
+    def large_reviews(self) -> asyncio.Semaphore:
+        """How many large reviews are judged at once (made on first use, on the serving loop)."""
+        return asyncio.Semaphore(self.settings.large_reviews)
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         """Ready means: a policy set is in force, TLS serves a valid certificate, and watched facts are listed."""

@@ -2,5 +2,6 @@
 
 from mlgate.engine.evaluate import evaluate
 from mlgate.engine.policyset import Binding, Policy, PolicySet
+from mlgate.rules.registry import DeadlineExceeded
 
-__all__ = ["Binding", "Policy", "PolicySet", "evaluate"]
+__all__ = ["Binding", "DeadlineExceeded", "Policy", "PolicySet", "evaluate"]

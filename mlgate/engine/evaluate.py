@@ -51,9 +51,13 @@ def evaluate(
     operation: Literal["CREATE", "UPDATE"] = "CREATE",
     old_obj: dict[str, Any] | None = None,
     mutate: bool = True,
+    deadline: float | None = None,
 ) -> Decision:
+    """The decision on `obj`. With a `deadline` (a time.monotonic() value), the work stops at the first rule
+    boundary past it and DeadlineExceeded is raised: a caller that gave up gets no work done for it after."""
     try:
-        return _evaluate(obj, policies, facts=facts, operation=operation, old_obj=old_obj, mutate=mutate)
+        return _evaluate(obj, policies, facts=facts, operation=operation, old_obj=old_obj, mutate=mutate,
+                         deadline=deadline)
     except RecursionError:  # a value nested deeper than the engine can walk (engine/depth.py)
         refusal = too_deep(obj)
         return Decision(allowed=False, results=[refusal])
@@ -67,6 +71,7 @@ def _evaluate(
     operation: Literal["CREATE", "UPDATE"],
     old_obj: dict[str, Any] | None,
     mutate: bool,
+    deadline: float | None,
 ) -> Decision:
     if operation == "UPDATE" and _being_deleted(obj):
         return Decision(allowed=True, note="being deleted: only its finalizers can change")
@@ -83,7 +88,7 @@ def _evaluate(
     workload = extract(start, old_obj, kinds=kinds, facts=facts)
     if workload is None:
         return Decision(allowed=True, note=f"no pod template to judge: {_kind(obj)}")
-    context = Context(facts=facts, operation=operation)
+    context = Context(facts=facts, operation=operation, deadline=deadline)
     scope = Scope(workload, facts)
     selected = [p for p in policies.policies if applies(p, scope)
                 and (workload.known_kind or p.unknown_kinds is not UnknownKinds.IGNORE)]
@@ -105,19 +110,21 @@ def _evaluate(
         warn_only = not workload.known_kind and policy.unknown_kinds is UnknownKinds.WARN
         for binding in policy.bindings:
             if binding.rule.check is not None:
+                context.check_deadline()
                 result = _run_check(policy, binding, target, context)
                 results.append(replace(result, outcome=Outcome.WARN) if warn_only and result.blocks else result)
     patch = diff(obj, mutated) if mutated is not obj else []
     decision = Decision(allowed=True, results=results, patch=patch, mutated=mutated, notes=list(target.notes))
     decision.allowed = not decision.violations
     if not decision.allowed and old_obj is not None and operation == "UPDATE":
-        _ratchet(decision, old_obj, policies, facts)
+        _ratchet(decision, old_obj, policies, facts, deadline)
     return decision
 
 
-def _ratchet(decision: Decision, old_obj: dict[str, Any], policies: PolicySet, facts: ClusterFacts) -> None:
+def _ratchet(decision: Decision, old_obj: dict[str, Any], policies: PolicySet, facts: ClusterFacts,
+             deadline: float | None) -> None:
     """Let denials whose every finding the old object had already pass as warnings."""
-    before = evaluate(old_obj, policies, facts=facts, mutate=False)
+    before = evaluate(old_obj, policies, facts=facts, mutate=False, deadline=deadline)
     known = {(r.policy, r.rule, f.path, f.reason, f.detail) for r in before.results for f in r.findings}
     for i, result in enumerate(decision.results):
         if result.outcome is Outcome.FAIL and all(
@@ -219,6 +226,7 @@ def _mutation_round(
         key = (policy.key, binding.rule.id)
         if key in errors or key in skipped or workload is None:
             continue
+        context.check_deadline()
         rule = binding.rule
         before = None if rule.reports_changes else snapshot(current)
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -42,6 +43,17 @@ class NoParams(Params):
 class Context:
     facts: ClusterFacts = field(default_factory=lambda: NO_FACTS)
     operation: Literal["CREATE", "UPDATE"] = "CREATE"
+    deadline: float | None = None  # time.monotonic() past which the evaluation is abandoned
+
+    def check_deadline(self) -> None:
+        """Raise DeadlineExceeded once the deadline has passed: called between rules, so the work stops there
+        rather than finishing in the background after the caller gave up."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise DeadlineExceeded("the evaluation passed its deadline and was abandoned")
+
+
+class DeadlineExceeded(Exception):
+    """The evaluation ran past its deadline; nothing of it is kept."""
 
 
 CheckResult = Iterable[Finding] | Skipped | Unevaluable
