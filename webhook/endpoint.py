@@ -11,6 +11,7 @@ JSON. No FastAPI validation layer stands in between. Every request that gets no 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -67,24 +68,35 @@ class AdmissionEndpoint:
         if scope.get("method") != "POST":
             await _drain(receive, self.service.settings.max_body_bytes)
             raise ReviewError(405, "MethodNotAllowed", f"{scope.get('method')} is not allowed; send POST")
-        body = await read_body(scope, receive, self.service.settings.max_body_bytes,
-                               self.service.settings.read_timeout)
-        content_type = _header(scope, b"content-type")
-        if len(body) < OFF_LOOP_BYTES:
-            return self._judge(body, content_type, deadline)
         # A review of a few MiB takes a second or so: on a thread, the loop keeps answering the probes and the
         # small reviews in between (it gets the GIL back every switch interval). One at a time (`large_reviews`):
-        # each peaks at over a hundred MiB, and a queue of them is cheaper than the pod's memory limit.
+        # each peaks at over a hundred MiB. The turn is taken before the body is read where its length is
+        # declared (the API server always declares it), so waiting reviews hold no body in this process.
+        declared = _header(scope, b"content-length")
+        large = declared is not None and declared.isdigit() and int(declared) >= OFF_LOOP_BYTES
+        if large:
+            await self._turn(deadline)
+        try:
+            body = await read_body(scope, receive, self.service.settings.max_body_bytes,
+                                   self.service.settings.read_timeout)
+            content_type = _header(scope, b"content-type")
+            if len(body) < OFF_LOOP_BYTES:
+                return self._judge(body, content_type, deadline)
+            if not large:  # a large body that did not say so
+                await self._turn(deadline)
+                large = True
+            return await asyncio.to_thread(_without_gc_pauses, self._judge, body, content_type, deadline)
+        finally:
+            if large:
+                self.service.large_reviews.release()
+
+    async def _turn(self, deadline: float) -> None:
         try:
             async with asyncio.timeout_at(_loop_time(deadline)):
                 await self.service.large_reviews.acquire()
         except TimeoutError:
             raise ReviewError(429, "TooManyRequests", "large reviews are judged one at a time and this one waited "
                               "past its deadline; the API server applies the webhook's failurePolicy") from None
-        try:
-            return await asyncio.to_thread(self._judge, body, content_type, deadline)
-        finally:
-            self.service.large_reviews.release()
 
     def _judge(self, body: bytes, content_type: str | None, deadline: float) -> Admission:
         request = parse_review(body, content_type)
@@ -168,3 +180,15 @@ def _loop_time(monotonic_deadline: float) -> float:
     """A time.monotonic() deadline on the running loop's clock (uvloop's is its own)."""
     loop = asyncio.get_running_loop()
     return loop.time() + (monotonic_deadline - time.monotonic())
+
+
+def _without_gc_pauses(judge: Callable[[bytes, str | None, float], Admission], body: bytes,
+                       content_type: str | None, deadline: float) -> Admission:
+    """Judge with the cyclic garbage collector paused. A large review makes millions of objects; each full
+    collection would walk them all holding the GIL, stalling the loop (probes waited a second). The review's
+    objects hold no cycles, so reference counting frees them as they go; one review at a time runs here."""
+    gc.disable()
+    try:
+        return judge(body, content_type, deadline)
+    finally:
+        gc.enable()

@@ -202,33 +202,35 @@ class RestrictedParams(BaselineParams):
 
 @check("pod-security.baseline", "Pod Security Standards baseline profile, as pod-security-admission", BaselineParams)
 def baseline(workload: Workload, params: BaselineParams, context: Context) -> Iterator[Finding] | Skipped:
-    return _profile(workload, params)
+    return _profile(workload, params, context)
 
 
 @check("pod-security.restricted", "Pod Security Standards restricted profile, as pod-security-admission",
        RestrictedParams)
 def restricted(workload: Workload, params: RestrictedParams, context: Context) -> Iterator[Finding] | Skipped:
-    return _profile(workload, params)
+    return _profile(workload, params, context)
 
 
-def _profile(workload: Workload, params: BaselineParams) -> Iterator[Finding] | Skipped:
+def _profile(workload: Workload, params: BaselineParams, context: Context) -> Iterator[Finding] | Skipped:
     if not workload.templates:
         return Skipped("no pod templates")
-    return _findings(workload, params)
+    return _findings(workload, params, context)
 
 
-def _findings(workload: Workload, params: BaselineParams) -> Iterator[Finding]:
+def _findings(workload: Workload, params: BaselineParams, context: Context) -> Iterator[Finding]:
     """Yielded, not collected: the engine keeps the first thousand of a rule's findings and counts the rest, so
     an object with a hundred thousand containers never holds all their findings at once."""
     allow, checks = params.compiled
     groups = [(Pod(lead, params.minor, "", allow), lead, twins) for lead, twins in _alike(workload.templates)]
     for definition in checks:
+        context.check_deadline()  # a profile is some twenty checks over every container: stop between them
         for pod, lead, twins in groups:
             pod.check = definition.id  # one view per template for every check: each runs to its end here
             for finding in definition.fn(pod):
                 yield finding
-                for twin in twins:
-                    yield _moved(finding, lead, twin)
+                for twin in twins:  # twins rendered from one overlay (a TrainingJob's roles) share their paths
+                    if (moved := _moved(finding, lead, twin)) != finding:
+                        yield moved
 
 
 _CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
