@@ -65,6 +65,68 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
+def wait_ready(url: str, ca: Path) -> None:
+    with httpx.Client(base_url=url, verify=str(ca), timeout=30) as http:
+        for _ in range(100):
+            try:
+                if http.get("/readyz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+
+
+def eight_thousand(url: str, ca: Path) -> None:
+    body = review_body(trainingjob(8000))
+    shipped = load_policy_paths([default_policy_dir()])
+    start = time.perf_counter()
+    evaluate(trainingjob(8000), shipped)
+    in_process = time.perf_counter() - start
+    with httpx.Client(base_url=url, verify=str(ca), timeout=30) as http:
+        start = time.perf_counter()
+        answer = http.post("/mutate", content=body, headers={"Content-Type": "application/json"})
+        over_http = time.perf_counter() - start
+    print(f"TrainingJob with 8,000 bare containers ({len(body) / MIB:.2f} MiB review): {in_process:.2f} s in process "
+          f"(validate and mutate), {over_http:.2f} s over HTTP /mutate (status {answer.status_code}); it took 22 s "
+          "before evaluation was made linear")
+
+
+def four_large(url: str, ca: Path, pid: int, idle: float) -> None:
+    big = sized(int(2.8 * MIB))
+    results: list[tuple[int, float, bool]] = []
+    probes: list[float] = []
+
+    def send() -> None:
+        with httpx.Client(base_url=url, verify=str(ca), timeout=60) as client:
+            began = time.perf_counter()
+            response = client.post("/validate", content=big, headers={"Content-Type": "application/json"})
+            abandoned = response.status_code == 200 and "in time" in response.text
+            results.append((response.status_code, time.perf_counter() - began, abandoned))
+
+    senders = [threading.Thread(target=send) for _ in range(4)]
+    for sender in senders:
+        sender.start()
+    with httpx.Client(base_url=url, verify=str(ca), timeout=30) as http:
+        while any(s.is_alive() for s in senders):
+            began = time.perf_counter()
+            http.get("/healthz")
+            probes.append((time.perf_counter() - began) * 1000)
+            time.sleep(0.05)
+    for sender in senders:
+        sender.join()
+    peak = peak_rss_mb(pid)
+    print(f"4 concurrent {len(big) / MIB:.2f} MiB reviews: answers "
+          + ", ".join(f"{code}{' (abandoned at the deadline)' if gone else ''} in {sec:.1f} s"
+                      for code, sec, gone in sorted(results, key=lambda r: r[1])))
+    print(f"  server RSS: idle {idle:.0f} MB, peak {peak:.0f} MiB (target < 256 MiB, the Deployment's limit: "
+          f"{'ok' if peak < 256 else 'MISSED'})")
+    if probes:
+        ordered = sorted(probes)
+        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+        print(f"  /healthz meanwhile: {len(probes)} probes, median {statistics.median(probes):.1f} ms, "
+              f"p99 {p99:.1f} ms, max {ordered[-1]:.1f} ms")
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mlgate-limits-") as tmp:
         pki = throwaway_pki(Path(tmp))
@@ -74,61 +136,10 @@ def main() -> None:
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         url = f"https://127.0.0.1:{port}"
         try:
-            with httpx.Client(base_url=url, verify=str(pki.ca_cert), timeout=30) as http:
-                for _ in range(100):
-                    try:
-                        if http.get("/readyz").status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        pass
-                    time.sleep(0.1)
+            wait_ready(url, pki.ca_cert)
             idle = rss_mb(server.pid)
-            eight_thousand = review_body(trainingjob(8000))
-            shipped = load_policy_paths([default_policy_dir()])
-            start = time.perf_counter()
-            evaluate(trainingjob(8000), shipped)
-            in_process = time.perf_counter() - start
-            with httpx.Client(base_url=url, verify=str(pki.ca_cert), timeout=30) as http:
-                start = time.perf_counter()
-                answer = http.post("/mutate", content=eight_thousand, headers={"Content-Type": "application/json"})
-                over_http = time.perf_counter() - start
-            print(f"TrainingJob with 8,000 bare containers ({len(eight_thousand) / MIB:.2f} MiB review): "
-                  f"{in_process:.2f} s in process (validate and mutate), {over_http:.2f} s over HTTP /mutate "
-                  f"(status {answer.status_code}); it took 22 s before evaluation was made linear")
-
-            big = sized(int(2.8 * MIB))
-            results: list[tuple[int, float, bool]] = []
-            probes: list[float] = []
-
-            def send() -> None:
-                with httpx.Client(base_url=url, verify=str(pki.ca_cert), timeout=60) as client:
-                    began = time.perf_counter()
-                    response = client.post("/validate", content=big, headers={"Content-Type": "application/json"})
-                    abandoned = response.status_code == 200 and "in time" in response.text
-                    results.append((response.status_code, time.perf_counter() - began, abandoned))
-
-            senders = [threading.Thread(target=send) for _ in range(4)]
-            for sender in senders:
-                sender.start()
-            with httpx.Client(base_url=url, verify=str(pki.ca_cert), timeout=30) as http:
-                while any(s.is_alive() for s in senders):
-                    began = time.perf_counter()
-                    http.get("/healthz")
-                    probes.append((time.perf_counter() - began) * 1000)
-                    time.sleep(0.05)
-            for sender in senders:
-                sender.join()
-            peak = peak_rss_mb(server.pid)
-            print(f"4 concurrent {len(big) / MIB:.2f} MiB reviews: answers "
-                  + ", ".join(f"{code}{' (abandoned at the deadline)' if gone else ''} in {sec:.1f} s"
-                              for code, sec, gone in sorted(results, key=lambda r: r[1])))
-            print(f"  server RSS: idle {idle:.0f} MB, peak {peak:.0f} MiB (target < 256 MiB, the Deployment's "
-                  f"limit: {'ok' if peak < 256 else 'MISSED'})")
-            if probes:
-                ordered = sorted(probes)
-                p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-                print(f"  /healthz meanwhile: {len(probes)} probes, median {statistics.median(probes):.1f} ms, "
-                      f"p99 {p99:.1f} ms, max {ordered[-1]:.1f} ms")
+            eight_thousand(url, pki.ca_cert)
+            four_large(url, pki.ca_cert, server.pid, idle)
         finally:
             server.terminate()
             server.wait(timeout=15)
