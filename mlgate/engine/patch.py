@@ -8,6 +8,7 @@ walked by hand, and each differing list or scalar is handed to jsonpatch with it
 from __future__ import annotations
 
 import marshal
+import math
 import pickle
 from typing import Any
 
@@ -53,6 +54,8 @@ def _diff(before: Any, after: Any, prefix: str) -> list[dict[str, Any]]:
     if not (isinstance(before, dict) and isinstance(after, dict)):
         if isinstance(before, list) and isinstance(after, list):
             return _diff_lists(before, after, prefix)
+        if isinstance(before, float) and isinstance(after, float) and math.isnan(before) and math.isnan(after):
+            return []  # a NaN (YAML .nan) and its copy: the same value, though NaN != NaN
         return [{"op": "replace", "path": prefix, "value": after}]
     ops: list[dict[str, Any]] = []
     for key, old in before.items():

@@ -23,7 +23,8 @@ CLUSTER_SCOPED_KINDS = frozenset({
 def in_namespace(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
     """`obj` with metadata.namespace set when it is namespaced and names none; otherwise `obj` itself."""
     meta = obj.get("metadata")
-    if (not namespace or obj.get("kind") in CLUSTER_SCOPED_KINDS or not isinstance(meta, dict)
+    kind = obj.get("kind")
+    if (not namespace or (isinstance(kind, str) and kind in CLUSTER_SCOPED_KINDS) or not isinstance(meta, dict)
             or meta.get("namespace")):
         return obj
     return {**obj, "metadata": {**meta, "namespace": namespace}}

@@ -80,10 +80,10 @@ class PodTemplate:
         cache = self._container_cache
         if cache is None or cache[0] != writes:
             spec = self.spec
-            found = tuple(
+            found = tuple(  # a list of another type (`containers: 5`, which the API server refuses) holds none
                 (key, index, container)
                 for key in CONTAINER_LISTS
-                for index, container in enumerate(spec.get(key) or [])
+                for index, container in enumerate(as_list(spec.get(key)))
                 if isinstance(container, dict)
             )
             cache = self._container_cache = (writes, found)

@@ -192,11 +192,24 @@ def _set_job_settings(workload: Workload, params: GangParams, min_member: int) -
         return
     current = workload.at(workload.gang_pointer)
     missing = {k: v for k, v in wanted.items() if not isinstance(current, dict) or current.get(k) is None}
-    if missing:
+    if missing and _writable_path(workload.obj, workload.gang_pointer):
         node = workload.obj
         for token in pointer.split(workload.gang_pointer):
             node = ensure(node, token)
         node.update(missing)
+
+
+def _writable_path(obj: dict[str, Any], ptr: str) -> bool:
+    """Whether every field on the way to `ptr` is a mapping or unset: never replace what the user wrote (a
+    runPolicy that is a string is the API server's to refuse, and defaults.run-policy leaves it too)."""
+    node: Any = obj
+    for token in pointer.split(ptr):
+        if node is None:
+            return True
+        if not isinstance(node, dict):
+            return False
+        node = node.get(token)
+    return node is None or isinstance(node, dict)
 
 
 # --- gang.size --------------------------------------------------------------------------------

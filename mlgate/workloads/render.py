@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlgate.model.workload import as_dict, as_list
+
 MAIN_CONTAINER = {
     "pytorch": "pytorch",
     "tensorflow": "tensorflow",
@@ -34,7 +36,7 @@ def training_roles(spec: dict[str, Any]) -> list[tuple[str, int]]:
     if framework in ("pytorch", "xgboost"):
         roles = [("Master", 1), ("Worker", replicas - 1)]
     elif framework == "tensorflow":
-        ps = _int((spec.get("tensorflow") or {}).get("parameterServers"), 0)
+        ps = _int(as_dict(spec.get("tensorflow")).get("parameterServers"), 0)
         roles = [("Chief", 1), ("Worker", replicas - 1), ("PS", ps)]
     elif framework == "mpi":
         roles = [("Launcher", 1), ("Worker", replicas)]
@@ -44,10 +46,11 @@ def training_roles(spec: dict[str, Any]) -> list[tuple[str, int]]:
 
 
 def serving_replicas(spec: dict[str, Any]) -> int:
-    return _int((spec.get("scaling") or {}).get("minReplicas"), 1)
+    return _int(as_dict(spec.get("scaling")).get("minReplicas"), 1)
 
 
-def resource_limits(resources: dict[str, Any], with_gpu: bool = True) -> dict[str, Any]:
+def resource_limits(resources: Any, with_gpu: bool = True) -> dict[str, Any]:
+    resources = as_dict(resources)  # the API server refuses anything else; the engine judges what it can
     limits: dict[str, Any] = {}
     for field, name in RESOURCE_NAMES.items():
         if resources.get(field) is not None:
@@ -70,17 +73,17 @@ def render_pod_spec(kind: str, spec: dict[str, Any], role: str = "") -> dict[str
     Copies are shallow: the result shares nested values with `spec`, so callers that
     edit it must copy it first.
     """
-    overlay = dict(((spec.get("template") or {}).get("spec")) or {})
+    overlay = dict(as_dict(as_dict(spec.get("template")).get("spec")))
     name = main_container_name(kind, spec)
     main: dict[str, Any] = {"name": name}
     for field in SUGAR_FIELDS:
         if spec.get(field) is not None:
             main[field] = spec[field]
     # The MPI launcher only starts mpirun; GPUs go to the workers.
-    limits = resource_limits(spec.get("resources") or {}, with_gpu=role != "Launcher")
+    limits = resource_limits(spec.get("resources"), with_gpu=role != "Launcher")
     if limits:
         main["resources"] = {"limits": limits, "requests": dict(limits)}
-    containers = [c for c in overlay.get("containers") or [] if isinstance(c, dict)]
+    containers = [c for c in as_list(overlay.get("containers")) if isinstance(c, dict)]
     for extra in containers:
         if extra.get("name") == name:
             main = {**extra, **main, "resources": _merge_resources(extra.get("resources"), main.get("resources"))}
@@ -92,11 +95,10 @@ def render_pod_spec(kind: str, spec: dict[str, Any], role: str = "") -> dict[str
 
 def _merge_resources(overlay: Any, sugar: Any) -> dict[str, Any]:
     """Overlay entries (e.g. rdma/hca) stay; the TrainingJob's own fields win."""
-    overlay = overlay if isinstance(overlay, dict) else {}
-    sugar = sugar or {}
+    overlay, sugar = as_dict(overlay), as_dict(sugar)
     merged = {**overlay}
     for section in ("limits", "requests"):
-        entries = {**(overlay.get(section) or {}), **(sugar.get(section) or {})}
+        entries = {**as_dict(overlay.get(section)), **as_dict(sugar.get(section))}
         if entries:
             merged[section] = entries
     return merged

@@ -79,6 +79,8 @@ def ensure_at(obj: dict[str, Any], ptr: str) -> dict[str, Any]:
     node: Any = obj
     for token in pointer.split(ptr):
         if isinstance(node, list):
+            if not token.isdigit() or int(token) >= len(node):
+                raise Unwritable(f"{ptr} runs through a list where a mapping belongs")
             node = node[int(token)]
         elif isinstance(node.get(token), list):
             node = node[token]

@@ -69,12 +69,13 @@ def merge_by_name(base: list[Any], over: list[Any]) -> list[dict[str, Any]]:
     """Containers of `over` merged into those of `base` with the same name (strategic merge's key), the rest
     appended."""
     merged = [dict(c) for c in base if isinstance(c, dict)]
-    names = {c.get("name"): i for i, c in enumerate(merged)}
+    names = {c["name"]: i for i, c in enumerate(merged) if isinstance(c.get("name"), str)}
     for container in over:
         if not isinstance(container, dict):
             continue
-        if container.get("name") in names:
-            merged[names[container.get("name")]].update(container)
+        name = container.get("name")
+        if isinstance(name, str) and name in names:
+            merged[names[name]].update(container)
         else:
             merged.append(dict(container))
     return merged

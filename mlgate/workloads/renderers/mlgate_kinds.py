@@ -11,7 +11,7 @@ from typing import Any
 
 from mlgate.model import pointer
 from mlgate.model.facts import ClusterFacts
-from mlgate.model.workload import CONTAINER_LISTS, Checkpoint, PodTemplate, Workload, as_dict, ensure
+from mlgate.model.workload import CONTAINER_LISTS, Checkpoint, PodTemplate, Workload, as_dict, as_list, ensure
 from mlgate.workloads import render
 from mlgate.workloads.templates import ensure_at
 
@@ -93,7 +93,7 @@ class _Layout:
         self.overlay: dict[str, list[Any]] = {}
         self.position: dict[str, dict[Any, int]] = {}
         for key in CONTAINER_LISTS:
-            self.overlay[key] = items = list(overlay_spec.get(key) or [])
+            self.overlay[key] = items = list(as_list(overlay_spec.get(key)))
             positions: dict[Any, int] = {}
             for i, container in enumerate(items):
                 if isinstance(container, dict) and isinstance(container.get("name"), str):
@@ -164,8 +164,8 @@ class _ByName:
             self.of = containers
             self.containers = {}
             for container in containers:
-                if isinstance(container, dict):
-                    self.containers.setdefault(container.get("name"), container)
+                if isinstance(container, dict) and isinstance(container.get("name"), str):
+                    self.containers.setdefault(container["name"], container)
         return self.containers.get(name)
 
 
