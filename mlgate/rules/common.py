@@ -55,7 +55,9 @@ def _parse_quantity(value: Any) -> Decimal | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return Decimal(str(value))
+        number = Decimal(str(value))
+        # inf and nan are no quantity (YAML's .inf, or 1e400 read as a float); the rules compare and int() counts
+        return number if number.is_finite() else None
     match = _QUANTITY.match(str(value).strip())
     if not match:
         return None
@@ -113,8 +115,8 @@ class ContainerGpus(NamedTuple):
 
 
 def template_gpus(template: PodTemplate) -> tuple[ContainerGpus, ...]:
-    """Every container's GPUs, in `containers()` order; worked out once per template (until its next write)
-    for the many GPU, MIG and defaults rules that read them."""
+    """The GPUs of every container that asks for any, in `containers()` order; worked out once per template
+    (until its next write) for the many GPU, MIG and defaults rules that read them."""
     return template.derived(_template_gpus)
 
 
@@ -127,7 +129,8 @@ def _template_gpus(template: PodTemplate) -> tuple[ContainerGpus, ...]:
     found = []
     for key, index, container in template.containers():
         limits, requests = gpu_resources(container, "limits"), gpu_resources(container, "requests")
-        found.append(ContainerGpus(key, index, container, limits, requests, _whole_gpus(limits or requests)))
+        if limits or requests:  # a container that asks for no GPU adds nothing any GPU rule reads
+            found.append(ContainerGpus(key, index, container, limits, requests, _whole_gpus(limits or requests)))
     return tuple(found)
 
 

@@ -17,17 +17,22 @@ Fields and values written:
 - `/dev/shm` as a memory-backed emptyDir for multi-GPU pods and distributed GPU jobs (NCCL
   uses shared memory; the container runtime's 64 MiB default is too small).
 - The checkpoint directory as an env var in the main container.
+
+A field of the wrong type where a default would go (`tolerations: 5`, `securityContext: "x"`), and a container
+its name does not single out (no name, or one another container has), are what the API server refuses: they
+are never overwritten or guessed at. The rule declines with a `skip` that names the field, and writes nothing.
 """
 
 from __future__ import annotations
 
 import fnmatch
+from collections import Counter
 from typing import Any, Literal
 
 from pydantic import Field
 
 from mlgate.model import pointer
-from mlgate.model.workload import PodTemplate, Workload, ensure
+from mlgate.model.workload import PodTemplate, Unwritable, Workload, as_dict, as_list
 from mlgate.rules.common import pod_gpu_count, quantity, regular_gpus
 from mlgate.rules.registry import Context, NoParams, Params, mutation
 
@@ -41,12 +46,14 @@ SHM_PATH = "/dev/shm"
 def gpu_requests(workload: Workload, params: NoParams, context: Context) -> bool:
     changed = False
     for template in workload.templates:
-        for _, _, container, limits, requests, _ in regular_gpus(template):
+        names = _name_counts(template)
+        for key, index, container, limits, requests, _ in regular_gpus(template):
             # only a count the API server would accept is copied: a bad limit is gpu.limits' to report
             missing = {k: v for k, v in limits.items() if k not in requests and _whole_count(v)}
             if missing:
-                target = template.container_target(str(container.get("name")))
-                ensure(ensure(target, "resources"), "requests").update(missing)
+                target = _container_target(template, key, index, container, names)
+                resources = _field(target, "resources", dict, template.path(key, index, "resources"))
+                _field(resources, "requests", dict, template.path(key, index, "resources", "requests")).update(missing)
                 changed = True
     return changed
 
@@ -68,10 +75,10 @@ def gpu_toleration(workload: Workload, params: TolerationParams, context: Contex
     for template in workload.templates:
         if pod_gpu_count(template) == 0:
             continue
-        if any(_tolerates(t, params.key, params.effect) for t in template.spec.get("tolerations") or []):
+        if any(_tolerates(t, params.key, params.effect) for t in as_list(template.spec.get("tolerations"))):
             continue
         toleration = {"key": params.key, "operator": "Exists", "effect": params.effect}
-        ensure(template.pod_target(), "tolerations", list).append(toleration)
+        _field(template.pod_target(), "tolerations", list, template.path("tolerations")).append(toleration)
         changed = True
     return changed
 
@@ -95,34 +102,42 @@ class SecurityParams(Params):
 def security_context(workload: Workload, params: SecurityParams, context: Context) -> bool:
     changed = False
     for template in workload.templates:
-        if (template.spec.get("os") or {}).get("name") == "windows":
+        if as_dict(template.spec.get("os")).get("name") == "windows":
             continue
-        pod_sc = template.spec.get("securityContext") or {}
-        if params.seccomp_runtime_default and not pod_sc.get("seccompProfile"):
-            ensure(ensure(template.pod_target(), "securityContext"), "seccompProfile")["type"] = "RuntimeDefault"
+        pod_sc = as_dict(template.spec.get("securityContext"))
+        wants_seccomp = params.seccomp_runtime_default and not pod_sc.get("seccompProfile")
+        wants_non_root = params.run_as_non_root and pod_sc.get("runAsNonRoot") is None
+        if wants_seccomp or wants_non_root:
+            sc = _field(template.pod_target(), "securityContext", dict, template.path("securityContext"))
+            if wants_seccomp:
+                _field(sc, "seccompProfile", dict, template.path("securityContext", "seccompProfile"))["type"] = \
+                    "RuntimeDefault"
+            if wants_non_root:
+                sc["runAsNonRoot"] = True
             changed = True
-        if params.run_as_non_root and pod_sc.get("runAsNonRoot") is None:
-            ensure(template.pod_target(), "securityContext")["runAsNonRoot"] = True
-            changed = True
-        for _, _, container in template.regular_containers():
-            changed |= _harden_container(template, container, params)
+        names = _name_counts(template)
+        for key, index, container in template.regular_containers():
+            changed |= _harden_container(template, key, index, container, params, names=names)
     return changed
 
 
-def _harden_container(template: PodTemplate, container: dict[str, Any], params: SecurityParams) -> bool:
-    sc = container.get("securityContext") or {}
+def _harden_container(template: PodTemplate, key: str, index: int, container: dict[str, Any],
+                      params: SecurityParams, *, names: Counter[str]) -> bool:
+    sc = as_dict(container.get("securityContext"))
     if sc.get("privileged"):
         return False  # the API server refuses allowPrivilegeEscalation=false with privileged=true
     wanted: dict[str, Any] = {}
     if params.disallow_privilege_escalation and sc.get("allowPrivilegeEscalation") is None:
         wanted["allowPrivilegeEscalation"] = False
-    if params.drop_all_capabilities and (sc.get("capabilities") or {}).get("drop") is None:
+    if params.drop_all_capabilities and as_dict(sc.get("capabilities")).get("drop") is None:
         wanted["drop"] = ["ALL"]
     if not wanted:
         return False
-    target = ensure(template.container_target(str(container.get("name"))), "securityContext")
+    at = (key, index, "securityContext")
+    target = _field(_container_target(template, key, index, container, names), "securityContext", dict,
+                    template.path(*at))
     if "drop" in wanted:
-        ensure(target, "capabilities")["drop"] = wanted.pop("drop")
+        _field(target, "capabilities", dict, template.path(*at, "capabilities"))["drop"] = wanted.pop("drop")
     target.update(wanted)
     return True
 
@@ -168,20 +183,22 @@ def shared_memory(workload: Workload, params: ShmParams, context: Context) -> bo
         gpus = pod_gpu_count(template)
         if gpus == 0 or (gpus < params.min_gpus_per_pod and not distributed):
             continue
-        if any(m.get("mountPath") == SHM_PATH for _, _, c in template.containers()
-               for m in c.get("volumeMounts") or [] if isinstance(m, dict)):
+        if any(as_dict(m).get("mountPath") == SHM_PATH for _, _, c in template.containers()
+               for m in as_list(c.get("volumeMounts"))):
             continue
-        names = {v.get("name") for v in template.spec.get("volumes") or [] if isinstance(v, dict)}
-        if SHM_VOLUME not in names:
+        if not any(as_dict(v).get("name") == SHM_VOLUME for v in as_list(template.spec.get("volumes"))):
             empty_dir: dict[str, Any] = {"medium": "Memory"}
             if params.size_limit:
                 empty_dir["sizeLimit"] = params.size_limit
-            ensure(template.pod_target(), "volumes", list).append({"name": SHM_VOLUME, "emptyDir": empty_dir})
+            _field(template.pod_target(), "volumes", list, template.path("volumes")).append(
+                {"name": SHM_VOLUME, "emptyDir": empty_dir})
             changed = True
-        for key, _, container, limits, _, _ in regular_gpus(template):
+        names = _name_counts(template)
+        for key, index, container, limits, _, _ in regular_gpus(template):
             if key == "containers" and limits:
-                target = template.container_target(str(container.get("name")))
-                ensure(target, "volumeMounts", list).append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
+                target = _container_target(template, key, index, container, names)
+                _field(target, "volumeMounts", list, template.path(key, index, "volumeMounts")).append(
+                    {"name": SHM_VOLUME, "mountPath": SHM_PATH})
                 changed = True
     return changed
 
@@ -196,44 +213,99 @@ class CheckpointEnvParams(Params):
 def checkpoint_env(workload: Workload, params: CheckpointEnvParams, context: Context) -> bool:
     changed = False
     for template in workload.templates:
-        for name, directory in _checkpoint_dirs(workload, template, params):
-            container = next((c for _, _, c in template.regular_containers() if c.get("name") == name), {})
-            if any(isinstance(e, dict) and e.get("name") == params.env_name for e in container.get("env") or []):
+        names = _name_counts(template)
+        for key, index, container, directory in _checkpoint_dirs(workload, template, params):
+            if any(as_dict(e).get("name") == params.env_name for e in as_list(container.get("env"))):
                 continue
-            env = ensure(template.container_target(name), "env", list)
-            env.append({"name": params.env_name, "value": directory})
+            target = _container_target(template, key, index, container, names)
+            _field(target, "env", list, template.path(key, index, "env")).append(
+                {"name": params.env_name, "value": directory})
             changed = True
     return changed
 
 
 def _checkpoint_dirs(
     workload: Workload, template: PodTemplate, params: CheckpointEnvParams
-) -> list[tuple[str, str]]:
+) -> list[tuple[str, int, dict[str, Any], str]]:
+    """(list key, index, container, directory) of each container that mounts the checkpoint."""
     checkpoint = workload.checkpoint
     if checkpoint is not None and template.main_container:
         directory = checkpoint.mount_path or checkpoint.uri
-        return [(template.main_container, directory)] if directory else []
-    claims = {
-        v.get("name"): (v.get("persistentVolumeClaim") or {}).get("claimName", "")
-        for v in template.spec.get("volumes") or []
-        if isinstance(v, dict) and v.get("persistentVolumeClaim")
-    }
+        main = next((c for c in template.regular_containers() if c[2].get("name") == template.main_container),
+                    None)
+        return [(*main, directory)] if main is not None and isinstance(directory, str) and directory else []
+    claims: dict[str, Any] = {}
+    for volume in as_list(template.spec.get("volumes")):
+        name, source = as_dict(volume).get("name"), as_dict(as_dict(volume).get("persistentVolumeClaim"))
+        if isinstance(name, str) and source:
+            claims[name] = source.get("claimName")
     found = []
-    for _, _, container in template.regular_containers():
-        for mount in container.get("volumeMounts") or []:
-            claim = claims.get(mount.get("name")) if isinstance(mount, dict) else None
-            if claim and any(fnmatch.fnmatchcase(claim, p) for p in params.claim_patterns):
-                found.append((str(container.get("name")), str(mount.get("mountPath"))))
+    for key, index, container in template.regular_containers():
+        for mount in as_list(container.get("volumeMounts")):
+            name, path = as_dict(mount).get("name"), as_dict(mount).get("mountPath")
+            claim = claims.get(name) if isinstance(name, str) else None
+            if isinstance(claim, str) and isinstance(path, str) and path \
+                    and any(fnmatch.fnmatchcase(claim, p) for p in params.claim_patterns):
+                found.append((key, index, container, path))
                 break
     return found
 
 
+def _name_counts(template: PodTemplate) -> Counter[str]:
+    """How many init and regular containers carry each name: once per template, so writing into every
+    container stays linear."""
+    return Counter(name for _, _, c in template.regular_containers() if isinstance(name := c.get("name"), str))
+
+
+def _container_target(template: PodTemplate, key: str, index: int, container: dict[str, Any],
+                      names: Counter[str]) -> dict[str, Any]:
+    """The user's own container to write into, found by its name. A container its name does not single out
+    (none, not a string, or shared: the API server refuses each) is not written: the rule declines with why."""
+    name = container.get("name")
+    where = template.path(key, index)
+    if not isinstance(name, str) or not name:
+        kind = "init container" if key == "initContainers" else "container"
+        raise Unwritable(f"the {kind} at {where} has no name, which the API server requires: not mutated")
+    if names[name] > 1:
+        raise Unwritable(f'{names[name]} containers are named "{name}" at {template.path()}; the API server '
+                         "requires unique names: not mutated")
+    return template.container_target(name)
+
+
+def _field(holder: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    """holder[key], created empty (a mapping or a list) where missing or null. A value of another type is the
+    user's to fix (the API server refuses it), not the mutation's to overwrite: the rule declines with why."""
+    value = holder.get(key)
+    if value is None:
+        value = holder[key] = kind()
+    elif not isinstance(value, kind):
+        raise Unwritable(f"{where} is {_json_type(value)}, not {'a mapping' if kind is dict else 'a list'}: "
+                         "not mutated")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number"}
+    return names.get(type(value), type(value).__name__)
+
+
 def _set_default(obj: dict[str, Any], ptr: str, value: Any) -> bool:
-    """Set the field at `ptr` (parents created) unless present; True if it was set."""
+    """Set the field at `ptr` (missing or null parents created) unless present; True if it was set. A parent of
+    another type is not overwritten: the rule declines with why."""
     tokens = pointer.split(ptr)
-    node = obj
-    for token in tokens[:-1]:
-        node = ensure(node, token)
+    node: Any = obj
+    for depth, token in enumerate(tokens[:-1]):
+        if isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]  # list items are walked, never created (a pointer only reaches what exists)
+        elif isinstance(node, dict):
+            child = node.get(token)
+            where = pointer.join("", *tokens[:depth + 1])
+            node = child if isinstance(child, list) else _field(node, token, dict, where)
+        else:
+            raise Unwritable(f"{pointer.join('', *tokens[:depth])} is {_json_type(node)}, not a mapping: not mutated")
+    if not isinstance(node, dict):
+        raise Unwritable(f"{pointer.join('', *tokens[:-1])} is {_json_type(node)}, not a mapping: not mutated")
     if tokens[-1] in node:
         return False
     node[tokens[-1]] = value

@@ -18,6 +18,7 @@ advertises) and `metadata.labels` (GPU feature discovery), and matches them agai
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -54,6 +55,7 @@ MIG_MARK = "-MIG-"
 SHARED_SUFFIX = "-SHARED"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 ALL_MODELS: list[ModelKey] = list(get_args(ModelKey))
+_INT = re.compile(r"[+-]?[0-9]{1,19}")
 
 
 @dataclass
@@ -301,10 +303,11 @@ def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> b
     if operator == "DoesNotExist":
         return key not in labels
     if operator in ("Gt", "Lt"):
-        label = labels.get(key)
-        if label is None or len(values) != 1 or not (_is_int(label) and _is_int(values[0])):
+        label = _int64(labels.get(key))
+        bound = _int64(values[0]) if len(values) == 1 else None
+        if label is None or bound is None:
             return False
-        return int(label) > int(values[0]) if operator == "Gt" else int(label) < int(values[0])
+        return label > bound if operator == "Gt" else label < bound
     return True  # an operator mlgate does not know never rules a node out
 
 
@@ -321,5 +324,10 @@ def _labels(node: Mapping[str, Any]) -> Mapping[str, str]:
     return {str(k): str(v) for k, v in as_dict(as_dict(node.get("metadata")).get("labels")).items()}
 
 
-def _is_int(value: str) -> bool:
-    return value.removeprefix("-").isdigit()
+def _int64(value: str | None) -> int | None:
+    """`value` as the scheduler reads a Gt/Lt operand (Go's strconv.ParseInt(value, 10, 64)); None where that
+    fails, so no node matches. str.isdigit would let "²" and 5,000-digit strings reach int()."""
+    if value is None or not _INT.fullmatch(value):
+        return None
+    number = int(value)
+    return number if -(2**63) <= number < 2**63 else None

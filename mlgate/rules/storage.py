@@ -36,7 +36,7 @@ from pydantic import Field, field_validator
 
 from mlgate.model.facts import ClusterFacts
 from mlgate.model.results import Finding, Skipped
-from mlgate.model.workload import PodTemplate, Workload
+from mlgate.model.workload import PodTemplate, Workload, as_list
 from mlgate.rules.common import container_label
 from mlgate.rules.registry import Context, NoParams, Params, check
 
@@ -83,14 +83,14 @@ def claim_uses(workload: Workload) -> dict[str, ClaimUse]:
     """Every claim the workload mounts, the checkpoint claim first."""
     uses: dict[str, ClaimUse] = {}
     checkpoint = workload.checkpoint
-    if checkpoint and checkpoint.claim_name:
+    if checkpoint and isinstance(checkpoint.claim_name, str) and checkpoint.claim_name:
         use = uses.setdefault(checkpoint.claim_name, ClaimUse(checkpoint.claim_name, checkpoint.pointer + "/claimName"))
         use.writable = True
         for template in workload.templates:
             use.replicas[template.role] = template.replicas
     for template in workload.templates:
         mounts: dict[str, list[tuple[str, dict[str, Any]]]] | None = None
-        for index, volume in enumerate(template.spec.get("volumes") or []):
+        for index, volume in enumerate(as_list(template.spec.get("volumes"))):
             source = volume.get("persistentVolumeClaim") if isinstance(volume, dict) else None
             if isinstance(source, dict) and source.get("claimName"):
                 mounts = _mounts_by_volume(template) if mounts is None else mounts
@@ -103,7 +103,7 @@ def _mounts_by_volume(template: PodTemplate) -> dict[str, list[tuple[str, dict[s
     """Each volume name's mounts with their mountPath pointers: one pass, not one per volume."""
     by_name: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for key, position, container in template.containers():
-        for number, mount in enumerate(container.get("volumeMounts") or []):
+        for number, mount in enumerate(as_list(container.get("volumeMounts"))):
             name = mount.get("name") if isinstance(mount, dict) else None
             if isinstance(name, str):
                 where = template.path(key, position, "volumeMounts", number, "mountPath")
@@ -159,7 +159,7 @@ def _claim_findings(use: ClaimUse, namespace: str, params: SharedClaimParams, fa
                           f"cluster; {who}", "create the claim with accessModes [ReadWriteMany] first, or fix its name")
         return
     spec = _dict(pvc.get("spec"))
-    modes = [str(m) for m in spec.get("accessModes") or []]
+    modes = [str(m) for m in as_list(spec.get("accessModes"))]
     if RWX not in modes:
         yield Finding(use.path, "shared claim not ReadWriteMany",
                       f'claim "{use.claim}" has accessModes [{", ".join(modes)}] but {who}',
@@ -298,9 +298,9 @@ def _checkpoint_conflicts(workload: Workload, template: PodTemplate) -> Iterator
     checkpoint = workload.checkpoint
     assert checkpoint is not None and checkpoint.mount_path
     wanted = checkpoint.mount_path
-    volumes = {str(v.get("name")): v for v in template.spec.get("volumes") or [] if isinstance(v, dict)}
+    volumes = {str(v.get("name")): v for v in as_list(template.spec.get("volumes")) if isinstance(v, dict)}
     for key, position, container in template.containers():
-        for number, mount in enumerate(container.get("volumeMounts") or []):
+        for number, mount in enumerate(as_list(container.get("volumeMounts"))):
             if not isinstance(mount, dict):
                 continue
             name, at = str(mount.get("name")), mount.get("mountPath")
