@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -224,6 +225,10 @@ class PolicyStore:
                 policies.extend(loaded)
                 errors.extend(problems)
             errors.extend(str(e) for e in duplicate_names(p for p in policies if isinstance(p, Policy)))
+            described = Counter((d.group, d.kind) for d in policies if isinstance(d, KindSpec))
+            errors.extend(f"{group or 'core'}/{kind} is described by {count} WorkloadKinds (files and "
+                          "ClusterWorkloadKinds together); keep one" for (group, kind), count in described.items()
+                          if count > 1)
             if errors:
                 self._reject(errors)
                 return False

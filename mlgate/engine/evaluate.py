@@ -78,8 +78,10 @@ def _evaluate(
     kinds = policies.kinds
     # Mutations write to a copy (`obj` stays as given, for the patch); extracting from that copy at once lets
     # the first mutation round reuse this workload instead of extracting it again.
+    described = kinds.find(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
+    writable = described is not None and described.mutable  # no copy for a kind mutations decline anyway
     try:
-        frozen = snapshot(obj) if mutate and policies.mutation_steps else None
+        frozen = snapshot(obj) if mutate and policies.mutation_steps and writable else None
     except RecursionError:  # nested past what a copy can hold (engine/depth.py): judged, but not mutated
         frozen, uncopyable = None, True
     else:

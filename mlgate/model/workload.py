@@ -155,10 +155,6 @@ class Workload:
         return sum(t.replicas for t in self.templates)
 
     @property
-    def run_policy_pointer(self) -> str | None:
-        return self.run_policy.pointer if self.run_policy is not None else None
-
-    @property
     def labels(self) -> dict[str, str]:
         """`metadata.labels`; labels (or metadata) that are not a mapping count as none."""
         return dict(as_dict(as_dict(self.obj.get("metadata")).get("labels")))
@@ -177,9 +173,13 @@ def as_list(value: Any) -> list[Any]:
 
 
 def ensure(parent: dict[str, Any], key: str, kind: type = dict) -> Any:
-    """parent[key], created empty (dict or list) where missing or null."""
+    """parent[key], created empty (dict or list) where missing or null. A value of another type is what the
+    user wrote (the API server's to refuse): it is never replaced, and the mutation asking is skipped."""
     value = parent.get(key)
-    if not isinstance(value, kind):
+    if value is None:
         value = kind()
         parent[key] = value
+    elif not isinstance(value, kind):
+        raise Unwritable(f"{key} is {type(value).__name__}, not {'a list' if kind is list else 'a mapping'}: "
+                         "not mutated")
     return value

@@ -5,10 +5,10 @@ template compared with every other) costs about 400 times, so this fails on it.
 
 Cost is counted two ways. The work: every function call, Python's and the C built-ins' (cProfile's count), must
 grow at most 20 times; that count is exact and the same on every machine. The time: CPU seconds, best of
-three with the garbage collector paused, must grow at most 40 times. Linear code measures 22-27 times here,
-because 8,000 containers no longer fit the processor's caches and each step gets slower (the call counts stay
-at 19.4-19.9 times); a quadratic step inside one C call, which the call count cannot see, still shows as
-hundreds of times."""
+three with the garbage collector paused, must grow at most 100 times. Linear code measures 22-27 times on an idle
+machine and up to 42 times on a busy one, because 8,000 containers no longer fit the processor's caches and each
+step gets slower (the call counts stay at 19.4-19.9 times); a quadratic step inside one C call, which the call
+count cannot see, shows as about 400 times."""
 
 from __future__ import annotations
 
@@ -106,4 +106,4 @@ def test_judging_twenty_times_more_does_twenty_times_the_work_at_most(
 def test_judging_twenty_times_more_takes_nothing_like_the_square_of_the_time(
         build: Callable[[int], dict[str, Any]], mutate: bool) -> None:
     small, large = cpu_seconds(build, SMALL, mutate), cpu_seconds(build, LARGE, mutate)
-    assert large <= 40 * small, f"{build.__name__}: {SMALL} took {small:.3f} s, {LARGE} took {large:.3f} s"
+    assert large <= 100 * small, f"{build.__name__}: {SMALL} took {small:.3f} s, {LARGE} took {large:.3f} s"

@@ -153,3 +153,23 @@ def test_every_scheduler_has_one_row_in_each_gang_table() -> None:
     schedulers = set(get_args(Scheduler))
     assert set(WRITES) == set(SCHEDULER_NAMES) == schedulers
     assert set(get_args(GangParams.model_fields["scheduler"].annotation)) == schedulers
+
+
+def test_a_trainingjob_inside_an_experiment_is_judged_with_paths_into_the_experiment() -> None:
+    from tests.builders import trainingjob
+
+    trial = change(trainingjob(), "/spec/template/spec/containers/0/securityContext/privileged", True)
+    experiment = {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
+                  "metadata": {"name": "hpo", "namespace": "ml"}, "spec": {"trialTemplate": {"trialSpec": trial}}}
+    decision = decide(experiment, "pod-security.baseline")
+    assert {f.path for f in findings(decision, "pod-security.baseline")} == {
+        "/spec/trialTemplate/trialSpec/spec/template/spec/containers/0/securityContext/privileged"}
+
+
+def test_a_mutation_never_replaces_a_field_of_the_wrong_type_and_says_so() -> None:
+    (case,) = [c for c in CASES if c.kind == "JobSet"]
+    obj = change(case.obj, "/spec/replicatedJobs/0/template/spec/template/metadata", {"annotations": "x"})
+    decision = decide(obj, "gang.inject", {"scheduler": "kueue", "queue": "team-a"})
+    (result,) = decision.results
+    assert result.outcome is Outcome.SKIP and result.note == "annotations is str, not a mapping: not mutated"
+    assert decision.patch == []

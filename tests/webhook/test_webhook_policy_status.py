@@ -98,3 +98,16 @@ def test_nothing_is_written_before_both_kinds_are_listed():
     source.replace("MLPolicy", [policy("typo", "x")])
     PolicyStore([source]).refresh()
     assert PolicyStatusWriter(source, Recorder()).sync() == 0
+
+
+def test_two_cluster_workload_kinds_for_one_kind_keep_the_last_good_set():
+    kind = {"apiVersion": "mlgate.dev/v1alpha1", "kind": "ClusterWorkloadKind",
+            "spec": {"group": "x.io", "kind": "Foo", "resource": "foos",
+                     "templates": [{"pointer": "/spec/template", "role": "foo"}]}}
+    source, store = loaded(policy("gpu", 2))
+    source.apply("ClusterWorkloadKind", "ADDED", {**kind, "metadata": {"name": "a", "generation": 1}})
+    source.apply("ClusterWorkloadKind", "ADDED", {**kind, "metadata": {"name": "b", "generation": 1}})
+    assert store.refresh() is False
+    assert store.errors == ["x.io/Foo is described by 2 WorkloadKinds (files and ClusterWorkloadKinds together); "
+                            "keep one"]
+    assert store.current is not None and store.current.kinds.find("x.io/v1", "Foo") is None

@@ -22,17 +22,18 @@ def training_job(workload: Workload, root: dict[str, Any], base: str, at: str, f
     if checkpoint:
         workload.checkpoint = Checkpoint(claim_name=checkpoint.get("claimName"), mount_path=checkpoint.get("mountPath"),
                                          uri=checkpoint.get("uri"), pointer=base + "/spec/checkpoint")
-    _templates(workload, root, render.training_roles(spec))
+    _templates(workload, root, base, render.training_roles(spec))
 
 
 def inference_service(workload: Workload, root: dict[str, Any], base: str, at: str, facts: ClusterFacts) -> None:
     spec = as_dict(root.get("spec"))
     if spec.get("modelUri"):
         workload.model_uri = (base + "/spec/modelUri", str(spec["modelUri"]))
-    _templates(workload, root, [("Predictor", render.serving_replicas(spec))])
+    _templates(workload, root, base, [("Predictor", render.serving_replicas(spec))])
 
 
-def _templates(workload: Workload, obj: dict[str, Any], roles: list[tuple[str, int]]) -> None:
+def _templates(workload: Workload, obj: dict[str, Any], base: str, roles: list[tuple[str, int]]) -> None:
+    """The roles' templates; `base` is where `obj` sits in the workload's object (an Experiment's trial, say)."""
     kind = workload.kind
     main = render.main_container_name(kind, as_dict(obj.get("spec")))
     writes = [0]  # every target handed out counts as a write to the shared overlay
@@ -58,7 +59,7 @@ def _templates(workload: Workload, obj: dict[str, Any], roles: list[tuple[str, i
                       for key in CONTAINER_LISTS)
         if not layouts or layouts[0][0] != shape:
             layouts[:] = [(shape, _Layout(kind, spec))]
-        return _overlay_path(layouts[0][1], spec, main, tokens)
+        return base + _overlay_path(layouts[0][1], spec, main, tokens)
 
     for role, replicas in roles:
         def rerender(role: str = role) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -76,7 +77,7 @@ def _templates(workload: Workload, obj: dict[str, Any], roles: list[tuple[str, i
             pod_target=lambda: target("/spec/template/spec"),
             container_target=container_target,
             meta_target=lambda: target("/spec/template/metadata"),
-            meta_pointer="/spec/template/metadata",
+            meta_pointer=base + "/spec/template/metadata",
             restart_policy_pointer=None,
             main_container=main,
             rerender=rerender,
