@@ -199,10 +199,12 @@ def mig_lint(paths: tuple[str, ...]) -> None:
     """Lint mig-parted `mig-configs` files against the per-model MIG tables and placements."""
     from mlgate.cli.miglint import lint_paths
 
-    problems = lint_paths(paths)
+    problems, errors = lint_paths(paths)
     for problem in problems:
         click.echo(problem)
-    sys.exit(EXIT_DENIED if problems else EXIT_OK)
+    for error in errors:
+        click.echo(f"mlgate: {error}", err=True)
+    sys.exit(EXIT_ERROR if errors else EXIT_DENIED if problems else EXIT_OK)
 
 
 def _review(

@@ -25,8 +25,9 @@ def evaluate_in_namespace(
     operation: Literal["CREATE", "UPDATE"] = "CREATE", old_obj: dict[str, Any] | None = None,
 ) -> Decision:
     """`evaluate` on the object as admission would see it; the mutated object keeps the user's metadata."""
-    placed = in_namespace(obj, namespace)
-    old = in_namespace(old_obj, namespace) if old_obj is not None else None
+    scoped = policies.kinds.cluster_scoped
+    placed = in_namespace(obj, namespace, scoped)
+    old = in_namespace(old_obj, namespace, scoped) if old_obj is not None else None
     decision = evaluate(placed, policies, facts=facts, operation=operation, old_obj=old)
     if placed is not obj and decision.mutated is not None:
         decision.mutated = _without_namespace(decision.mutated)

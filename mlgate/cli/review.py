@@ -119,7 +119,7 @@ def _review_object(document: Document, obj: Any, settings: Settings, *, item: in
     if problem:
         record.error = f"line {record.line}: item {item} {problem}"
         return record
-    placed = in_namespace(obj, settings.namespace)
+    placed = in_namespace(obj, settings.namespace, settings.policies.kinds.cluster_scoped)
     meta = placed.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
     record.api_version, record.kind = _text(placed.get("apiVersion")), _text(placed.get("kind"))

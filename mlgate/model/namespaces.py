@@ -20,11 +20,12 @@ CLUSTER_SCOPED_KINDS = frozenset({
 })
 
 
-def in_namespace(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """`obj` with metadata.namespace set when it is namespaced and names none; otherwise `obj` itself."""
+def in_namespace(obj: dict[str, Any], namespace: str, cluster_scoped: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """`obj` with metadata.namespace set when it is namespaced and names none; otherwise `obj` itself.
+    `cluster_scoped` adds the kinds a policy set describes as cluster-scoped (a ClusterTrainingRuntime)."""
     meta = obj.get("metadata")
     kind = obj.get("kind")
-    if (not namespace or (isinstance(kind, str) and kind in CLUSTER_SCOPED_KINDS) or not isinstance(meta, dict)
-            or meta.get("namespace")):
+    scoped = isinstance(kind, str) and (kind in CLUSTER_SCOPED_KINDS or kind in cluster_scoped)
+    if not namespace or scoped or not isinstance(meta, dict) or meta.get("namespace"):
         return obj
     return {**obj, "metadata": {**meta, "namespace": namespace}}

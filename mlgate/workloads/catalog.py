@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import yaml
@@ -26,6 +27,11 @@ class KindCatalog:
         for spec in self.kinds:
             key = (spec.group, spec.kind)
             self._index[key] = (*self._index.get(key, ()), spec)
+
+    @cached_property
+    def cluster_scoped(self) -> frozenset[str]:
+        """The names of the kinds described as cluster-scoped."""
+        return frozenset(s.kind for s in self.kinds if s.scope == "Cluster")
 
     def find(self, api_version: str, kind: str) -> KindSpec | None:
         group, _, version = api_version.rpartition("/")
