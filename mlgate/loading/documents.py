@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import itertools
 import json
+import math
 import os
 import re
 import sys
@@ -21,7 +22,7 @@ from typing import IO, Any
 
 import yaml
 
-from mlgate.loading.linemap import compose_node, line_at, load_with_node
+from mlgate.loading.linemap import NotFinite, compose_node, line_at, load_with_node
 
 MAX_DOCUMENT_BYTES = 3 * 1024 * 1024  # the API server refuses objects well below this
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -109,12 +110,15 @@ def parse_document(raw: bytes, source: str, index: int, line: int, json_only: bo
         return doc
     try:
         if json_only:
-            data = json.loads(doc.text)
+            data = json.loads(doc.text, parse_constant=_not_finite, parse_float=_finite)
             doc.node = compose_node(doc.text)
         else:
             data, doc.node = load_with_node(doc.text, line)
     except json.JSONDecodeError as exc:
         doc.error = f"line {line + exc.lineno - 1}: invalid JSON: {exc.msg}"
+        return doc
+    except NotFiniteJson as exc:
+        doc.error = f"line {line}: {exc}"
         return doc
     except yaml.YAMLError as exc:
         doc.error = _yaml_error(exc, line)
@@ -131,13 +135,28 @@ def parse_document(raw: bytes, source: str, index: int, line: int, json_only: bo
     return doc
 
 
+class NotFiniteJson(ValueError):
+    """A JSON number the API server refuses (NaN, Infinity, or too large for a float)."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotFiniteJson(f"{text} is not a finite number, which the API server refuses")
+    return value
+
+
+def _not_finite(text: str) -> float:
+    raise NotFiniteJson(f"{text} is not a finite number, which the API server refuses")
+
+
 def _yaml_error(exc: yaml.YAMLError, first_line: int) -> str:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
     where = f"line {first_line + mark.line}, column {mark.column + 1}" if mark else f"line {first_line}"
     detail = f"{context}, {problem}" if context else problem
-    return f"{where}: invalid YAML: {detail}"
+    return f"{where}: {detail}" if isinstance(exc, NotFinite) else f"{where}: invalid YAML: {detail}"
 
 
 def document_chunks(handle: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:

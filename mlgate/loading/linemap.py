@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -59,6 +60,24 @@ SafeLoader.yaml_implicit_resolvers = {  # a copy: PyYAML's own loaders keep thei
     for first, resolvers in BaseLoader.yaml_implicit_resolvers.items()
 }
 SafeLoader.add_constructor(_TIMESTAMP, _as_text)  # an explicit `!!timestamp` stays text too
+
+
+class NotFinite(ConstructorError):
+    """A number the API server refuses: `.inf`, `.nan`, or one too large for a float (`1e400`)."""
+
+
+_construct_float = BaseLoader.yaml_constructors["tag:yaml.org,2002:float"]
+
+
+def _finite_float(loader: SafeLoader, node: ScalarNode) -> float:
+    value = _construct_float(loader, node)
+    if not math.isfinite(value):
+        raise NotFinite(None, None, f"{node.value} is not a finite number, which the API server refuses",
+                        node.start_mark)
+    return float(value)
+
+
+SafeLoader.add_constructor("tag:yaml.org,2002:float", _finite_float)
 
 
 class _Unusual(Exception):

@@ -32,3 +32,47 @@ def test_a_cluster_scoped_kind_from_the_kind_table_gets_no_namespace(tmp_path: P
     assert "ClusterTrainingRuntime torch:" in result.stdout and "team-a/" not in result.stdout, result.stdout
     json_result = CliRunner().invoke(cli, ["validate", "-o", "json", "-n", "team-a", str(manifest)])
     assert '"namespace":null' in json_result.stdout.replace(" ", "")
+
+
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: main
+    image: registry.example/train:1.0
+    resources:
+      limits: {nvidia.com/gpu: VALUE}
+"""
+
+
+def test_a_number_the_api_server_refuses_is_an_input_error_at_its_line(tmp_path: Path) -> None:
+    for value in ("1.0e+400", ".inf", "-.Inf", ".nan"):
+        manifest = tmp_path / "pod.yaml"
+        manifest.write_text(POD.replace("VALUE", value))
+        result = CliRunner().invoke(cli, ["validate", str(manifest)])
+        assert result.exit_code == 2, (value, result.stdout)
+        assert f"ERROR line 9, column 32: {value} is not a finite number, which the API server refuses" \
+            in result.stdout, result.stdout
+        assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_a_json_number_the_api_server_refuses_is_an_input_error_too(tmp_path: Path) -> None:
+    for value in ("1e400", "NaN", "-Infinity"):
+        manifest = tmp_path / "job.json"
+        manifest.write_text('{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},\n'
+                            f' "spec": {{"parallelism": {value}}}}}')
+        result = CliRunner().invoke(cli, ["validate", str(manifest)])
+        assert result.exit_code == 2 and f"{value} is not a finite number" in result.stdout, result.stdout
+
+
+def test_a_policy_parameter_that_is_no_finite_number_is_a_load_error_at_its_line(tmp_path: Path) -> None:
+    policy = tmp_path / "gpu.yaml"
+    policy.write_text("apiVersion: mlgate.dev/v1alpha1\nkind: ClusterMLPolicy\nmetadata: {name: gpu}\n"
+                      "spec:\n  rules:\n  - rule: gpu.max\n    params: {perJob: .inf}\n")
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(POD.replace("VALUE", "1"))
+    result = CliRunner().invoke(cli, ["validate", "-p", str(policy), str(manifest)])
+    assert result.exit_code == 2
+    assert f"{policy}:7" in result.stderr and ".inf is not a finite number" in result.stderr, result.stderr

@@ -7,11 +7,11 @@ import json
 import pytest
 import yaml
 
-from mlgate.loading.linemap import compose_node, compose_with_lines, line_at, load_with_node
+from mlgate.loading.linemap import NotFinite, compose_node, compose_with_lines, line_at, load_with_node
 
 DOCUMENTS = {
     "plain": "kind: Pod\nspec:\n  containers:\n  - name: a\n    image: x:1\n",
-    "scalars": "a: 1\nb: 1.5\nc: .inf\nd: true\ne: null\nf: ~\ng: 0o17\nh: 0x1F\ni: '1'\nk: yes\n",
+    "scalars": "a: 1\nb: 1.5\nc: -2.5e+3\nd: true\ne: null\nf: ~\ng: 0o17\nh: 0x1F\ni: '1'\nk: yes\n",
     "non-string keys": "2: two\ntrue: yes\nnull: none\n",
     "anchors and merge": "base: &b {x: 1, y: 2}\nderived:\n  <<: *b\n  y: 3\n",
     "explicit tags": "s: !!str 123\nb: !!binary aGVsbG8=\nset: !!set {a, b}\n",
@@ -102,3 +102,10 @@ def test_json_yaml_cannot_compose_loses_its_lines_not_its_document() -> None:
 def test_line_numbers_point_at_the_field() -> None:
     _, lines = compose_with_lines(DOCUMENTS["plain"])
     assert lines["/spec/containers/0/image"] == 5
+
+
+def test_a_number_that_is_not_finite_is_refused_where_it_stands() -> None:
+    with pytest.raises(NotFinite) as refused:
+        load_with_node("a: 1\nb: .nan\n")
+    assert refused.value.problem == ".nan is not a finite number, which the API server refuses"
+    assert refused.value.problem_mark is not None and refused.value.problem_mark.line == 1
