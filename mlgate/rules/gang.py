@@ -220,13 +220,13 @@ def size(workload: Workload, params: NoParams, context: Context) -> list[Finding
     if not workload.pods_counted:
         return Skipped(f"how many {workload.kind} pods run at once is not known")
     all_units = units(workload)
-    name = workload.gang.minMember or "minAvailable"
-    ptr = f"{workload.gang_pointer}/{name}" if workload.gang_pointer and workload.gang.minMember else None
+    name = workload.gang.minMember
+    ptr = f"{workload.gang_pointer}/{name}" if workload.gang_pointer and name else None
     minimum = workload.at(ptr) if ptr else None
     if minimum is None and not any(u.find(MARKERS) for u in all_units):
         return Skipped("no gang scheduling settings")
     findings = list(_group_findings(all_units))
-    if ptr and minimum is not None:
+    if ptr and name and minimum is not None:
         findings += _minimum(ptr, name, minimum, workload.total_replicas, _who(all_units))
     for unit in all_units:
         if (value := unit.get((ANNOTATIONS, VOLCANO_MIN_MEMBER))) is not None:

@@ -240,6 +240,8 @@ def _alike(templates: list[PodTemplate]) -> list[tuple[PodTemplate, list[PodTemp
     """Templates grouped by identical pod spec and metadata (a Kubeflow Master and its Workers
     usually are): each group is checked once and its findings are repeated at the twins' paths. Grouped by a
     canonical serialisation, so hundreds of distinct templates cost one pass, not one comparison per pair."""
+    if len(templates) == 1:  # nothing to compare: no serialisation on the common path
+        return [(templates[0], [])]
     groups: dict[bytes | int, tuple[PodTemplate, list[PodTemplate]]] = {}
     for template in templates:
         try:

@@ -9,7 +9,7 @@ holds no pod spec at all.
 
 from __future__ import annotations
 
-from functools import lru_cache, partial
+from functools import cache, lru_cache, partial
 from typing import Any
 
 from mlgate.model import pointer
@@ -34,7 +34,7 @@ def extract(
     workload = Workload(obj=obj, api_version=api_version, kind=kind, name=str(name), namespace=str(namespace),
                         old_obj=old_obj, description=kinds.find(api_version, kind))
     if old_obj is not None:
-        workload.old_workload = _once(partial(extract, old_obj, kinds=kinds, facts=facts))
+        workload.old_workload = cache(partial(extract, old_obj, kinds=kinds, facts=facts))
     if workload.description is None:
         workload.templates, workload.pods_counted = unknown_kind_templates(obj), False
         if not workload.templates:
@@ -153,14 +153,3 @@ def _role(role: str, anchor: Any, key: str | None) -> str:
         return key or ""
     value = resolve(anchor, field) if isinstance(anchor, dict) else None
     return str(value) if isinstance(value, str | int) and not isinstance(value, bool) else (key or field)
-
-
-def _once(compute: partial[Workload | None]) -> Any:
-    kept: list[Workload | None] = []
-
-    def once() -> Workload | None:
-        if not kept:
-            kept.append(compute())
-        return kept[0]
-
-    return once

@@ -25,25 +25,34 @@ def pod_spec_pointers(obj: dict[str, Any]) -> list[tuple[str, bool]]:
     """(pointer, is a PodTemplateSpec) of each pod spec in `obj`, in document order."""
     if not _may_hold_pod_spec(obj):
         return []
-    found: list[tuple[str, bool]] = []
-    stack: list[tuple[Any, tuple[str, ...]]] = [(obj, ())]
+    found: list[str] = []
+    # Each container visited keeps a link to its parent's step, so a pointer is spelled out only for a pod
+    # spec found, not copied at every level (which would cost the square of the depth).
+    steps: list[tuple[int, str]] = [(-1, "")]
+    stack: list[tuple[Any, int]] = [(obj, 0)]
     while stack:
-        node, path = stack.pop()
+        node, step = stack.pop()
         if type(node) is dict:
             skip = _SKIP
             if _is_pod_spec(node):
-                found.append((pointer.join("", *path), False))
+                found.append(_spelled(steps, step))
                 skip = _POD_SKIP  # an unknown kind may keep more templates beside its containers
-            for key in reversed(node):
-                value = node[key]
-                if (type(value) is dict or type(value) is list) and key not in skip:
-                    stack.append((value, (*path, key)))
+            children = ((key, node[key]) for key in reversed(node) if key not in skip)
         else:
-            for index in range(len(node) - 1, -1, -1):
-                value = node[index]
-                if type(value) is dict or type(value) is list:
-                    stack.append((value, (*path, str(index))))
-    return [_as_template(obj, at) for at, _ in found]
+            children = ((str(index), node[index]) for index in range(len(node) - 1, -1, -1))
+        for key, value in children:
+            if type(value) is dict or type(value) is list:
+                steps.append((step, key))
+                stack.append((value, len(steps) - 1))
+    return [_as_template(obj, at) for at in found]
+
+
+def _spelled(steps: list[tuple[int, str]], step: int) -> str:
+    keys: list[str] = []
+    while step > 0:
+        step, key = steps[step]
+        keys.append(key)
+    return pointer.join("", *reversed(keys))
 
 
 def _may_hold_pod_spec(obj: dict[str, Any]) -> bool:
