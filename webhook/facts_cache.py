@@ -137,6 +137,9 @@ class WatchedFacts:
         with self._lock:
             return self._facts.training_runtime(kind, namespace, name)
 
+    def pod_group(self, namespace: str, name: str) -> Sequence[Mapping[str, Any]] | None:
+        return None  # Pods are not watched: each one is judged as it comes, as one member of its group
+
     def status(self) -> dict[str, Any]:
         return {"known": self.known, "synced": self.synced(), "nodes": len(self._facts.node_list),
                 "namespaces": len(self._facts.namespaces)}

@@ -31,6 +31,7 @@ from mlgate.loading.policies import (
     compile_document,
     duplicate_kinds,
     duplicate_names,
+    kind_warnings,
     load_policy_text,
     policy_set,
 )
@@ -258,6 +259,8 @@ class PolicyStore:
             self.metrics.policy_generation.set(generation)
             self.metrics.policy_count.set(len(policies))
             self.metrics.policy_last_reload_ok.set(1)
+        for warning in kind_warnings(self.current):
+            log.warning("policy warning: %s", warning, extra={"fields": {"source": warning.source}})
 
     def status(self) -> dict[str, Any]:
         current = self.current

@@ -21,6 +21,7 @@ import hashlib
 import logging
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -28,18 +29,19 @@ import orjson
 
 from mlgate.engine import DeadlineExceeded, PolicySet, evaluate
 from mlgate.engine.match import failure_policy_for
-from mlgate.loading.policies import check_policy_object
+from mlgate.loading.policies import check_policy_object, policy_object_warnings
 from mlgate.model.facts import ClusterFacts
 from mlgate.model.kinds import WORKLOAD_KIND_KINDS
 from mlgate.model.namespaces import in_namespace
 from mlgate.model.policy import API_VERSION as POLICY_API_VERSION
 from mlgate.model.policy import POLICY_KINDS
-from mlgate.model.results import Decision, FailurePolicy, RuleResult
+from mlgate.model.results import Decision, FailurePolicy, Line, RuleResult
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 MAX_WARNING_CHARS = 120
+MAX_LONG_WARNING_CHARS = 256  # past it the API server truncates a warning
 MAX_WARNINGS = 20
 POLICY_GROUP = POLICY_API_VERSION.partition("/")[0]
 MAX_ANNOTATION_KEY = 63  # the name part of a qualified name; the API server prefixes "<webhook name>/"
@@ -232,7 +234,11 @@ def _admit_policy(request: AdmissionRequest, obj: dict[str, Any], policies: Poli
         return Admission(request, {"uid": request.uid, "allowed": True}, "skipped")
     errors = [str(e) for e in check_policy_object(obj, policies.policies)]
     if not errors:
-        return Admission(request, {"uid": request.uid, "allowed": True}, "allowed")
+        response: dict[str, Any] = {"uid": request.uid, "allowed": True}
+        warnings = [f"mlgate: {w.detail}" for w in policy_object_warnings(obj, policies.kinds)]
+        if warnings:
+            response["warnings"] = [w[:MAX_LONG_WARNING_CHARS] for w in warnings[:MAX_WARNINGS]]
+        return Admission(request, response, "allowed", messages=warnings)
     message = "\n".join(errors)
     response = {"uid": request.uid, "allowed": False, "status": {"code": 403, "reason": "Invalid", "message": message}}
     return Admission(request, response, "denied", messages=errors)
@@ -241,8 +247,8 @@ def _admit_policy(request: AdmissionRequest, obj: dict[str, Any], policies: Poli
 def _answer(request: AdmissionRequest, decision: Decision) -> Admission:
     response: dict[str, Any] = {"uid": request.uid, "allowed": decision.allowed}
     denial = decision.deny_message()
-    engine_warnings = decision.warnings
-    messages = denial.splitlines() + engine_warnings
+    engine_warnings = decision.warning_lines + decision.unchecked_lines
+    messages = denial.splitlines() + [line.render() for line in engine_warnings]
     verdict: Verdict = "allowed"
     if not decision.allowed:
         response["status"] = {"code": 403, "reason": "Forbidden", "message": denial}
@@ -296,44 +302,25 @@ def _engine_failure(request: AdmissionRequest, policies: PolicySet, facts: Clust
         response = {"uid": request.uid, "allowed": False, "status": {"code": 500, "reason": "InternalError",
                                                                      "message": message}}
     else:
-        response = {"uid": request.uid, "allowed": True, "warnings": short_warnings([message])}
+        response = {"uid": request.uid, "allowed": True, "warnings": [message]}
     return Admission(request, response, "error", messages=[message])
 
 
-def short_warnings(messages: list[str]) -> list[str]:
-    """Warnings as kubectl shows them: each at most 120 characters, at most 20 of them.
+def short_warnings(lines: Sequence[Line]) -> list[str]:
+    """Warnings as kubectl shows them: each at most 120 characters, at most 20 of them, built from the lines'
+    fields (`Line.shortened`).
 
-    Messages that read the same once shortened (one finding in both the Master and the Worker
+    Lines that read the same once shortened (one finding in both the Master and the Worker
     template, say) are said once, with the number of places that have it.
     """
-    groups: dict[str, list[str]] = {}
-    for message in messages:
-        groups.setdefault(_shorten(message, MAX_WARNING_CHARS - len(" (999 places)")), []).append(message)
-    out = [_shorten(group[0], MAX_WARNING_CHARS) if len(group) == 1 else f"{short} ({len(group)} places)"
+    groups: dict[str, list[Line]] = {}
+    for line in lines:
+        groups.setdefault(line.shortened(MAX_WARNING_CHARS - len(" (999 places)")), []).append(line)
+    out = [group[0].shortened(MAX_WARNING_CHARS) if len(group) == 1 else f"{short} ({len(group)} places)"
            for short, group in groups.items()]
     if len(out) > MAX_WARNINGS:
         out[MAX_WARNINGS - 1:] = [f"... and {len(out) - MAX_WARNINGS + 1} more warnings; see the webhook log"]
     return out
-
-
-def _shorten(message: str, limit: int) -> str:
-    """Fit one engine message (`[policy/rule] reason: /path: detail; fix`) in `limit` characters.
-
-    The policy, rule and reason always stay. Then, as room allows: detail and fix without the
-    path, the detail alone, the fix alone, and last the fix cut at a word.
-    """
-    if len(message) <= limit:
-        return message
-    head, _, rest = message.partition(": ")
-    _path, _, tail = rest.partition(": ") if rest.startswith("/") else ("", "", rest)
-    detail, _, fix = tail.rpartition("; ") if "; " in tail else (tail, "", "")
-    candidates = [f"{head}: {tail}", f"{head}: {detail}", f"{head}: {fix}" if fix else ""]
-    for candidate in candidates:
-        if candidate and len(candidate) <= limit:
-            return candidate
-    cut = (candidates[2] or candidates[1])[: limit - 3]
-    space = cut.rfind(" ", len(cut) - 16)  # end at a word unless that loses much
-    return (cut[:space] if space > 0 else cut) + "..."
 
 
 def _annotation_key(key: str) -> str:

@@ -32,6 +32,7 @@ from mlgate.model.results import (
     Outcome,
     RuleResult,
     Skipped,
+    Unchecked,
     Unevaluable,
 )
 from mlgate.model.workload import Unwritable, Workload
@@ -113,7 +114,7 @@ def _evaluate(
         for binding in policy.bindings:
             if binding.rule.check is not None:
                 context.check_deadline()
-                result = _run_check(policy, binding, target, context)
+                result = _run_check(policy, binding, target, _for_policy(context, policy))
                 results.append(replace(result, outcome=Outcome.WARN) if warn_only and result.blocks else result)
     patch = diff(obj, mutated) if mutated is not obj else []
     decision = Decision(allowed=True, results=results, patch=patch, mutated=mutated, notes=list(target.notes))
@@ -232,7 +233,7 @@ def _mutation_round(
         rule = binding.rule
         before = None if rule.reports_changes else snapshot(current)
         try:
-            claimed = rule.mutate(workload, binding.params, context)  # type: ignore[misc]
+            claimed = rule.mutate(workload, binding.params, _for_policy(context, policy))  # type: ignore[misc]
         except Unwritable as exc:
             skipped[key] = str(exc)
             return True, moved, workload
@@ -251,38 +252,52 @@ def _mutation_round(
     return False, moved, workload
 
 
+def _for_policy(context: Context, policy: Policy) -> Context:
+    """The context a policy's rules run in: most policies count the built-in GPU names, and share it."""
+    return context if policy.gpus is context.gpus else replace(context, gpus=policy.gpus)
+
+
 def _run_check(policy: Policy, binding: Binding, workload: Any, context: Context) -> RuleResult:
     outcome, note, dropped = Outcome.PASS, "", 0
     findings: tuple[Finding, ...] = ()
+    unchecked: tuple[str, ...] = ()
     try:
         verdict = binding.rule.check(workload, binding.params, context)  # type: ignore[misc]
         if isinstance(verdict, Skipped):
             outcome, note = Outcome.SKIP, verdict.reason
+            unchecked = () if verdict.looked else (verdict.reason,)
         elif isinstance(verdict, Unevaluable):
             outcome, note = Outcome.ERROR, verdict.reason
         else:
-            found, dropped = _kept(verdict)
+            found, dropped, missed = _kept(verdict)
+            unchecked = tuple(dict.fromkeys(missed))
             if found:
                 findings = tuple(sorted(found, key=_finding_order))
                 outcome = Outcome.FAIL if binding.action is Action.DENY else Outcome.WARN
+            elif unchecked:  # nothing wrong in what it saw, but it did not see everything
+                outcome, note = Outcome.SKIP, "; ".join(unchecked)
     except Exception as exc:  # a rule bug becomes an `error` outcome, never a crash
         log.exception("check %s/%s failed", policy.key, binding.rule.id)
-        outcome, findings, note = Outcome.ERROR, (), f"{type(exc).__name__}: {exc}"
+        outcome, findings, note, unchecked = Outcome.ERROR, (), f"{type(exc).__name__}: {exc}", ()
     return RuleResult(policy.key, binding.rule.id, binding.action, outcome, findings, note, policy.failure_policy,
-                      dropped)
+                      dropped, unchecked)
 
 
-def _kept(verdict: Iterable[Finding]) -> tuple[set[Finding], int]:
-    """The rule's distinct findings, the first KEPT_PER_RULE of them kept, and how many more it made: counted,
-    not remembered, so memory stays flat however many a rule makes (rules make each finding once)."""
+def _kept(verdict: Iterable[Finding | Unchecked]) -> tuple[set[Finding], int, list[str]]:
+    """The rule's distinct findings, the first KEPT_PER_RULE of them kept, how many more it made (counted, not
+    remembered, so memory stays flat however many a rule makes), and what it could not look at."""
     found: set[Finding] = set()
     dropped = 0
+    missed: list[str] = []
     for finding in verdict:
-        if len(found) < KEPT_PER_RULE:
+        if isinstance(finding, Unchecked):
+            if len(missed) < KEPT_PER_RULE:
+                missed.append(finding.reason)
+        elif len(found) < KEPT_PER_RULE:
             found.add(finding)
         elif finding not in found:
             dropped += 1
-    return found, dropped
+    return found, dropped, missed
 
 
 def _finding_order(finding: Finding) -> tuple[str, str, str]:

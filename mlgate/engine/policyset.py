@@ -7,10 +7,11 @@ from functools import cached_property
 
 from mlgate.model.policy import MatchBlock, UnknownKinds
 from mlgate.model.results import Action, FailurePolicy
+from mlgate.rules.devices import BUILT_IN, GpuResources
 from mlgate.rules.registry import Params, RuleSpec
 from mlgate.workloads.catalog import SHIPPED, KindCatalog
 
-__all__ = ["Binding", "Policy", "PolicySet", "UnknownKinds"]
+__all__ = ["Binding", "KindRef", "Policy", "PolicySet", "UnknownKinds"]
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,15 @@ class Binding:
     rule: RuleSpec
     params: Params
     action: Action
+
+
+@dataclass(frozen=True)
+class KindRef:
+    """A kind a policy names in match or exclude, and where: a kind no description knows matches nothing."""
+
+    kind: str
+    field: str  # e.g. spec.match.kinds[0]
+    line: int | None
 
 
 @dataclass(frozen=True)
@@ -30,6 +40,8 @@ class Policy:
     namespace: str | None = None  # set for a namespaced MLPolicy
     source: str = ""
     unknown_kinds: UnknownKinds = UnknownKinds.JUDGE
+    gpus: GpuResources = BUILT_IN  # what the policy's rules count as GPUs (spec.gpuResources)
+    kind_refs: tuple[KindRef, ...] = ()
 
     @cached_property
     def key(self) -> str:

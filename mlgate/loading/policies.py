@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import io
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,16 +17,19 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from mlgate.engine.policyset import Binding, Policy, PolicySet
+from mlgate.engine.policyset import Binding, KindRef, Policy, PolicySet
 from mlgate.loading.documents import InputError, document_chunks, expand
 from mlgate.loading.linemap import compose_with_lines, line_for
 from mlgate.model import pointer
 from mlgate.model.kinds import WORKLOAD_KIND_KINDS, KindSpec, WorkloadKindDocument
 from mlgate.model.policy import API_VERSION, POLICY_KINDS, PolicyDocument
+from mlgate.rules.devices import BUILT_IN, GpuResources
 from mlgate.rules.registry import catalog
-from mlgate.workloads.catalog import SHIPPED
+from mlgate.workloads.catalog import SHIPPED, KindCatalog
 from mlgate.workloads.renderers import RENDERERS
 
+# a resource name (`[prefix/]name`), or a shell pattern of one: letters, digits, `-_./` and `*?[]`
+_RESOURCE_PATTERN = re.compile(r"^[A-Za-z0-9*?\[\]][-A-Za-z0-9_.*?\[\]/]{0,315}$")
 CHECKOUT_POLICY_DIR = Path(__file__).resolve().parents[2] / "policies"  # a checkout or an editable install
 PACKAGED_POLICY_DIR = Path(__file__).resolve().parents[1] / "shipped_policies"  # an installed wheel's copy
 
@@ -198,8 +202,15 @@ def compile_policy(
         bindings.append(Binding(spec, params, binding.action))
     if errors:
         return None, errors
+    bad = [(i, r) for i, r in enumerate(document.spec.gpuResources) if not _RESOURCE_PATTERN.match(r)]
+    if bad:
+        return None, [err(f"/spec/gpuResources/{i}", f"{r!r} is not a resource name or a shell pattern of one "
+                          "(e.g. example.com/npu, example.com/npu-*)") for i, r in bad]
     meta = document.metadata
     namespace = (meta.namespace or "default") if document.kind == "MLPolicy" else None
+    refs = tuple(KindRef(kind, _dotted(ptr), line_for(lines, ptr))
+                 for section in ("match", "exclude") if (block := getattr(document.spec, section)) is not None
+                 for i, kind in enumerate(block.kinds) for ptr in [f"/spec/{section}/kinds/{i}"])
     policy = Policy(
         name=meta.name,
         bindings=tuple(bindings),
@@ -209,8 +220,26 @@ def compile_policy(
         namespace=namespace,
         source=source,
         unknown_kinds=document.spec.unknownKinds,
+        gpus=GpuResources(tuple(document.spec.gpuResources)) if document.spec.gpuResources else BUILT_IN,
+        kind_refs=refs,
     )
     return policy, []
+
+
+def kind_warnings(policies: PolicySet) -> list[LoadError]:
+    """A warning for every kind a policy matches or excludes that no description in the set knows: a typo
+    (`PytorchJob`) would otherwise match nothing, and nothing would say so."""
+    known = {spec.kind for spec in policies.kinds.kinds}
+    warnings = []
+    for policy in policies.policies:
+        for ref in policy.kind_refs:
+            if ref.kind != "*" and ref.kind not in known:
+                close = difflib.get_close_matches(ref.kind, known, n=1, cutoff=0.75)
+                hint = f'did you mean "{close[0]}"?' if close else "a WorkloadKind can describe it"
+                warnings.append(LoadError(policy.source, ref.line, ref.field,
+                                          f'no kind description knows "{ref.kind}", so only pod specs found by search '
+                                          f"in objects of that kind would match; {hint}"))
+    return warnings
 
 
 def cluster_source(kind: str, namespace: str, name: str) -> str:
@@ -233,6 +262,13 @@ def check_policy_object(obj: Mapping[str, Any], in_force: Iterable[Policy] = ())
     if not isinstance(policy, Policy):
         return errors
     return duplicate_names([*(p for p in in_force if p.source != source), policy])  # its own old version aside
+
+
+def policy_object_warnings(obj: Mapping[str, Any], kinds: KindCatalog) -> list[LoadError]:
+    """What a policy object would be warned of once in force (`kind_warnings`), with the kinds of the set in
+    force; nothing for an object the loader refuses (its errors say more)."""
+    policy, _ = compile_document(dict(obj), "")
+    return kind_warnings(PolicySet((policy,), kinds=kinds)) if isinstance(policy, Policy) else []
 
 
 def duplicate_names(policies: Iterable[Policy]) -> list[LoadError]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"  # Kueue plain-pod groups (site/.../plain_pods.md)
 
 
 class ClusterFacts(Protocol):
@@ -28,6 +29,11 @@ class ClusterFacts(Protocol):
 
     def training_runtime(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         """A Trainer v2 TrainingRuntime (namespaced) or ClusterTrainingRuntime (namespace "")."""
+        ...
+
+    def pod_group(self, namespace: str, name: str) -> Sequence[Mapping[str, Any]] | None:
+        """The Pods of a Kueue plain-pod group (label `kueue.x-k8s.io/pod-group-name`), or None when the group's
+        members are not known (a webhook judges one Pod as it comes)."""
         ...
 
 
@@ -50,6 +56,7 @@ class StaticFacts:
     storage_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     node_list: list[Mapping[str, Any]] = field(default_factory=list)
     runtimes: dict[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict)
+    pod_groups: dict[tuple[str, str], list[Mapping[str, Any]]] = field(default_factory=dict)
     known: bool = True
 
     @classmethod
@@ -74,6 +81,8 @@ class StaticFacts:
                 facts.node_list.append(obj)
             elif kind in RUNTIME_KINDS:
                 facts.runtimes[runtime_key(str(kind), meta)] = obj
+            elif kind == "Pod" and (group := pod_group_of(meta)) is not None:
+                facts.pod_groups.setdefault(group, []).append(obj)
             elif kind == "List":
                 items = obj.get("items")
                 nested = cls.from_objects(items if isinstance(items, list) else [])
@@ -82,6 +91,8 @@ class StaticFacts:
                 facts.storage_classes.update(nested.storage_classes)
                 facts.node_list.extend(nested.node_list)
                 facts.runtimes.update(nested.runtimes)
+                for group, members in nested.pod_groups.items():
+                    facts.pod_groups.setdefault(group, []).extend(members)
         return facts
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
@@ -104,6 +115,16 @@ class StaticFacts:
 
     def training_runtime(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self.runtimes.get((kind, namespace, name))
+
+    def pod_group(self, namespace: str, name: str) -> Sequence[Mapping[str, Any]] | None:
+        return self.pod_groups.get((namespace, name))
+
+
+def pod_group_of(meta: Mapping[str, Any], namespace: str = "default") -> tuple[str, str] | None:
+    """(namespace, group) of a Pod in a Kueue plain-pod group, from its metadata."""
+    labels = meta.get("labels")
+    group = labels.get(POD_GROUP_LABEL) if isinstance(labels, Mapping) else None
+    return (str(meta.get("namespace") or namespace), str(group)) if group is not None else None
 
 
 NO_FACTS = StaticFacts(known=False)

@@ -113,6 +113,9 @@ class Gang(Strict):
     settingsFor: list[Scheduler] = Field(default_factory=list)  # schedulers that read the fields above
     queueLabelFor: list[Scheduler] = Field(default_factory=list)  # schedulers that read a queue label off the object
     podMarkers: bool = True  # false: the kind's controller marks the pods itself
+    # true: one object is one member of a group of separate objects (a Kueue plain-pod group of Pods), so the
+    # group's size is not this object's pod count
+    groupSpansObjects: bool = False
     schedulers: list[Scheduler] = Field(default_factory=lambda: list(SCHEDULERS))  # gang.inject works for these
 
 

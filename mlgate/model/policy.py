@@ -6,6 +6,7 @@
     spec:
       failurePolicy: Fail          # what a rule that cannot be evaluated does: Fail denies, Ignore admits
       unknownKinds: Judge          # pod specs found in a kind no description knows: Judge | Warn | Ignore
+      gpuResources: [example.com/npu]   # more resource names (or shell patterns) this policy counts as GPUs
       match:   {kinds: [...], namespaces: [...], namespaceSelector: {...}, objectSelector: {...}}
       exclude: {same fields}
       rules:
@@ -83,6 +84,7 @@ class UnknownKinds(StrEnum):
 class PolicySpec(Strict):
     failurePolicy: FailurePolicy = FailurePolicy.FAIL
     unknownKinds: UnknownKinds = UnknownKinds.JUDGE
+    gpuResources: list[str] = Field(default_factory=list, max_length=64)
     match: MatchBlock = Field(default_factory=MatchBlock)
     exclude: MatchBlock | None = None
     rules: list[RuleBinding] = Field(min_length=1)

@@ -70,9 +70,69 @@ class Finding:
         return f"{text}; {self.fix}" if self.fix else text
 
 
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One line a report says about a rule's result, as data: a finding, or (`finding` None) a text such as
+    "could not evaluate: ..." or "and 7 more findings". Every output builds its wording from these fields;
+    nothing parses a formatted line back apart."""
+
+    policy: str
+    rule: str
+    finding: Finding | None = None
+    text: str = ""
+    note: str = ""  # said after the line in brackets, e.g. PRE_EXISTING
+
+    @property
+    def head(self) -> str:
+        return f"[{self.policy}/{self.rule}]"
+
+    def body(self) -> str:
+        """The line without its `[policy/rule]` head: `reason: path: detail; fix (note)`."""
+        text = self.finding.message() if self.finding is not None else self.text
+        return f"{text} ({self.note})" if self.note else text
+
+    def render(self) -> str:
+        """The engine's one message format: `[policy/rule] reason: path: detail; fix`."""
+        return f"{self.head} {self.body()}"
+
+    def shortened(self, limit: int) -> str:
+        """The line in at most `limit` characters. The policy, rule and reason always stay; then, as room allows:
+        detail and fix without the path, the detail alone, the fix alone, and last the fix or text cut at a word."""
+        full = self.render()
+        if len(full) <= limit:
+            return full
+        note = f" ({self.note})" if self.note else ""
+        finding = self.finding
+        if finding is None:
+            return _cut(full, limit)
+        head = f"{self.head} {finding.reason}: "
+        both = f"{finding.detail}; {finding.fix}" if finding.fix else finding.detail
+        candidates = [head + both + note, head + finding.detail + note] + ([head + finding.fix] if finding.fix else [])
+        for candidate in candidates:
+            if len(candidate) <= limit:
+                return candidate
+        return _cut(candidates[-1], limit)
+
+
+def _cut(text: str, limit: int) -> str:
+    cut = text[: limit - 3]
+    space = cut.rfind(" ", len(cut) - 16)  # end at a word unless that loses much
+    return (cut[:space] if space > 0 else cut) + "..."
+
+
 @dataclass(frozen=True)
 class Skipped:
-    """A rule's way to say it does not apply, and why."""
+    """A rule's way to say it does not apply, and why; `looked=False` when it would apply but the rule could not
+    look (no cluster facts, a claim the cluster does not have yet), which every report then says."""
+
+    reason: str
+    looked: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Unchecked:
+    """Yielded among a rule's findings: one thing the rule could not look at, and why (a claim not in the
+    cluster yet). The rule's other findings stand; the result says what went unchecked."""
 
     reason: str
 
@@ -94,23 +154,27 @@ class RuleResult:
     note: str = ""  # why it was skipped or errored
     failure_policy: FailurePolicy = FailurePolicy.FAIL
     dropped: int = 0  # findings past KEPT_PER_RULE, counted but not kept
+    unchecked: tuple[str, ...] = ()  # what the rule would have judged but could not look at, and why
 
     @property
     def total(self) -> int:
         """How many findings the rule made, kept or not."""
         return len(self.findings) + self.dropped
 
-    def messages(self, limit: int | None = None) -> list[str]:
-        """One line per finding: `[policy/rule] reason: path: detail; fix`; past `limit` findings, one line that
-        counts the rest."""
+    def lines(self, limit: int | None = None) -> list[Line]:
+        """One line per finding; past `limit` findings, one line that counts the rest."""
         if self.outcome is Outcome.ERROR:
-            return [f"[{self.policy}/{self.rule}] could not evaluate: {self.note}"]
-        suffix = f" ({PRE_EXISTING})" if self.note == PRE_EXISTING else ""
+            return [Line(self.policy, self.rule, text=f"could not evaluate: {self.note}")]
+        note = PRE_EXISTING if self.note == PRE_EXISTING else ""
         shown = self.findings if limit is None else self.findings[:limit]
-        lines = [f"[{self.policy}/{self.rule}] {f.message()}{suffix}" for f in shown]
+        lines = [Line(self.policy, self.rule, f, note=note) for f in shown]
         if len(shown) < self.total:
-            lines.append(f"[{self.policy}/{self.rule}] and {self.total - len(shown):,} more findings")
+            lines.append(Line(self.policy, self.rule, text=f"and {self.total - len(shown):,} more findings"))
         return lines
+
+    def messages(self, limit: int | None = None) -> list[str]:
+        """`lines` in the engine's one format: `[policy/rule] reason: path: detail; fix`."""
+        return [line.render() for line in self.lines(limit)]
 
     @property
     def blocks(self) -> bool:
@@ -135,18 +199,28 @@ class Decision:
         return [r for r in self.results if r.blocks]
 
     @property
-    def warnings(self) -> list[str]:
-        out: list[str] = []
+    def warning_lines(self) -> list[Line]:
+        out: list[Line] = []
         for r in self.results:
             warned = r.outcome is Outcome.WARN and r.action is not Action.AUDIT  # a deny an UPDATE did not cause too
             if warned or (r.outcome is Outcome.ERROR and not r.blocks):
-                out.extend(r.messages(MESSAGES_PER_RULE))
+                out.extend(r.lines(MESSAGES_PER_RULE))
         return out
+
+    @property
+    def warnings(self) -> list[str]:
+        return [line.render() for line in self.warning_lines]
+
+    @property
+    def unchecked_lines(self) -> list[Line]:
+        """What enforcing rules could not look at (audit rules aside): said beside the verdict, never silent."""
+        return [Line(r.policy, r.rule, text=f"could not check: {reason}")
+                for r in self.results if r.action is not Action.AUDIT for reason in r.unchecked]
 
     @property
     def audit_annotations(self) -> dict[str, str]:
         return {
-            f"{r.policy}.{r.rule}": "; ".join(m.split("] ", 1)[1] for m in r.messages(MESSAGES_PER_RULE))
+            f"{r.policy}.{r.rule}": "; ".join(line.body() for line in r.lines(MESSAGES_PER_RULE))
             for r in self.results
             if r.outcome is Outcome.WARN and r.action is Action.AUDIT
         }

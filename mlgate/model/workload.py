@@ -98,7 +98,8 @@ class PodTemplate:
     def derived(self, compute: Callable[[PodTemplate], T]) -> T:
         """`compute(self)`, kept like `containers()` until the next write: a view of the pod that several
         rules read (e.g. every container's GPUs) is worked out once per template, not once per rule.
-        `compute` is the key, so it must be a module-level function of the template alone."""
+        `compute` is the key, so it must be a function of the template alone that lives as long as
+        the process (a module-level one, or one made once per setting and kept)."""
         writes = self.writes() if self.writes is not None else 0
         kept = self._derived.get(compute)
         if kept is None or kept[0] != writes:

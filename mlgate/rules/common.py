@@ -10,15 +10,14 @@ containers count for nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any, NamedTuple, TypeVar
 
 from mlgate.model.workload import PodTemplate
+from mlgate.rules.devices import BUILT_IN, GpuResources, is_mig
 
-GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu", "gpu.intel.com/")
-MIG_PREFIX = "nvidia.com/mig-"
 _SUFFIX = {
     "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
@@ -32,10 +31,6 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 SIDECAR_RESTART_POLICY = "Always"  # an init container with it is a native sidecar
 _GPUS = "gpus"
 Amount = TypeVar("Amount", int, Decimal)
-
-
-def is_gpu_resource(name: str) -> bool:
-    return name.startswith(GPU_RESOURCE_PREFIXES)
 
 
 def quantity(value: Any) -> Decimal | None:
@@ -75,18 +70,13 @@ def is_qualified_name(name: str) -> bool:
     return bool(NAME_PART.match(part)) and (not prefix or (len(prefix) <= 253 and bool(_DNS_SUBDOMAIN.match(prefix))))
 
 
-def gpu_resources(container: dict[str, Any], section: str) -> dict[str, Any]:
-    """GPU-like entries of resources.<section> (limits or requests)."""
+def gpu_resources(container: dict[str, Any], section: str, gpus: GpuResources = BUILT_IN) -> dict[str, Any]:
+    """The GPU entries of resources.<section> (limits or requests): names in `gpus` (rules/devices.py)."""
     resources = container.get("resources")
     entries = resources.get(section) if isinstance(resources, dict) else None
     if not isinstance(entries, dict) or not entries:
         return {}
-    return {k: v for k, v in entries.items() if str(k).startswith(GPU_RESOURCE_PREFIXES)}
-
-
-def gpu_count(container: dict[str, Any]) -> int:
-    """GPUs a container asks for (`_whole_gpus`): its limits, else its requests."""
-    return _whole_gpus(gpu_resources(container, "limits") or gpu_resources(container, "requests"))
+    return {k: v for k, v in entries.items() if k in gpus}
 
 
 def _whole_gpus(entries: Mapping[str, Any]) -> int:
@@ -96,7 +86,7 @@ def _whole_gpus(entries: Mapping[str, Any]) -> int:
     for resource, value in entries.items():
         number = quantity(value)
         if number is not None and number == number.to_integral_value():
-            if resource.startswith(MIG_PREFIX):
+            if is_mig(resource):
                 slices += int(number)
             else:
                 whole += int(number)
@@ -104,7 +94,8 @@ def _whole_gpus(entries: Mapping[str, Any]) -> int:
 
 
 class ContainerGpus(NamedTuple):
-    """One container's GPU-like resources (`gpu_resources` of limits and of requests) and its `gpu_count`."""
+    """One container's GPU resources (`gpu_resources` of limits and of requests) and the GPUs it counts
+    (`_whole_gpus`)."""
 
     key: str  # initContainers, containers or ephemeralContainers
     position: int  # index in that list (`index` and `count` are tuple methods)
@@ -114,38 +105,49 @@ class ContainerGpus(NamedTuple):
     total: int
 
 
-def template_gpus(template: PodTemplate) -> tuple[ContainerGpus, ...]:
+def template_gpus(template: PodTemplate, gpus: GpuResources = BUILT_IN) -> tuple[ContainerGpus, ...]:
     """The GPUs of every container that asks for any, in `containers()` order; worked out once per template
     (until its next write) for the many GPU, MIG and defaults rules that read them."""
-    return template.derived(_template_gpus)
+    return template.derived(_views(gpus).every)
 
 
-def regular_gpus(template: PodTemplate) -> tuple[ContainerGpus, ...]:
+def regular_gpus(template: PodTemplate, gpus: GpuResources = BUILT_IN) -> tuple[ContainerGpus, ...]:
     """`template_gpus` of init and regular containers only, as `regular_containers()`."""
-    return template.derived(_regular_gpus)
+    return template.derived(_views(gpus).regular)
 
 
-def _template_gpus(template: PodTemplate) -> tuple[ContainerGpus, ...]:
-    found = []
-    for key, index, container in template.containers():
-        limits, requests = gpu_resources(container, "limits"), gpu_resources(container, "requests")
-        if limits or requests:  # a container that asks for no GPU adds nothing any GPU rule reads
-            found.append(ContainerGpus(key, index, container, limits, requests, _whole_gpus(limits or requests)))
-    return tuple(found)
-
-
-def _regular_gpus(template: PodTemplate) -> tuple[ContainerGpus, ...]:
-    return tuple(g for g in template_gpus(template) if g.key != "ephemeralContainers")
-
-
-def pod_gpu_count(template: PodTemplate) -> int:
+def pod_gpu_count(template: PodTemplate, gpus: GpuResources = BUILT_IN) -> int:
     """GPUs a pod holds at once (`pod_effective`): sidecars beside the regular containers, init containers apart."""
-    return template.derived(_pod_gpu_count)
+    return template.derived(_views(gpus).held)
 
 
-def _pod_gpu_count(template: PodTemplate) -> int:
-    held = pod_effective((g.key, g.container, {_GPUS: g.total}) for g in template_gpus(template))
-    return held.get(_GPUS, 0)
+class _Views(NamedTuple):
+    """The `PodTemplate.derived` functions for one set of GPU names: each set gets its own functions, which are
+    the cache keys, so two policies that count different names never share a cached answer."""
+
+    every: Callable[[PodTemplate], tuple[ContainerGpus, ...]]
+    regular: Callable[[PodTemplate], tuple[ContainerGpus, ...]]
+    held: Callable[[PodTemplate], int]
+
+
+@lru_cache(maxsize=256)
+def _views(gpus: GpuResources) -> _Views:
+    def every(template: PodTemplate) -> tuple[ContainerGpus, ...]:
+        found = []
+        for key, index, container in template.containers():
+            limits, requests = gpu_resources(container, "limits", gpus), gpu_resources(container, "requests", gpus)
+            if limits or requests:  # a container that asks for no GPU adds nothing any GPU rule reads
+                found.append(ContainerGpus(key, index, container, limits, requests, _whole_gpus(limits or requests)))
+        return tuple(found)
+
+    def regular(template: PodTemplate) -> tuple[ContainerGpus, ...]:
+        return tuple(g for g in template.derived(every) if g.key != "ephemeralContainers")
+
+    def held(template: PodTemplate) -> int:
+        counted = pod_effective((g.key, g.container, {_GPUS: g.total}) for g in template.derived(every))
+        return counted.get(_GPUS, 0)
+
+    return _Views(every, regular, held)
 
 
 def is_sidecar(key: str, container: Mapping[str, Any]) -> bool:

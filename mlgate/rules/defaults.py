@@ -47,7 +47,7 @@ def gpu_requests(workload: Workload, params: NoParams, context: Context) -> bool
     changed = False
     for template in workload.templates:
         names = _name_counts(template)
-        for key, index, container, limits, requests, _ in regular_gpus(template):
+        for key, index, container, limits, requests, _ in regular_gpus(template, context.gpus):
             # only a count the API server would accept is copied: a bad limit is gpu.limits' to report
             missing = {k: v for k, v in limits.items() if k not in requests and _whole_count(v)}
             if missing:
@@ -73,7 +73,7 @@ class TolerationParams(Params):
 def gpu_toleration(workload: Workload, params: TolerationParams, context: Context) -> bool:
     changed = False
     for template in workload.templates:
-        if pod_gpu_count(template) == 0:
+        if pod_gpu_count(template, context.gpus) == 0:
             continue
         if any(_tolerates(t, params.key, params.effect) for t in as_list(template.spec.get("tolerations"))):
             continue
@@ -180,7 +180,7 @@ def shared_memory(workload: Workload, params: ShmParams, context: Context) -> bo
     distributed = workload.total_replicas > 1
     changed = False
     for template in workload.templates:
-        gpus = pod_gpu_count(template)
+        gpus = pod_gpu_count(template, context.gpus)
         if gpus == 0 or (gpus < params.min_gpus_per_pod and not distributed):
             continue
         if any(as_dict(m).get("mountPath") == SHM_PATH for _, _, c in template.containers()
@@ -194,7 +194,7 @@ def shared_memory(workload: Workload, params: ShmParams, context: Context) -> bo
                 {"name": SHM_VOLUME, "emptyDir": empty_dir})
             changed = True
         names = _name_counts(template)
-        for key, index, container, limits, _, _ in regular_gpus(template):
+        for key, index, container, limits, _, _ in regular_gpus(template, context.gpus):
             if key == "containers" and limits:
                 target = _container_target(template, key, index, container, names)
                 _field(target, "volumeMounts", list, template.path(key, index, "volumeMounts")).append(

@@ -32,12 +32,14 @@ compares them, and the job-level settings, between the old and the new object on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from pydantic import Field, field_validator
 
 from mlgate.model import pointer
+from mlgate.model.facts import ClusterFacts
 from mlgate.model.kinds import Scheduler
 from mlgate.model.results import Finding, Skipped
 from mlgate.model.workload import Workload, as_dict, ensure
@@ -47,6 +49,7 @@ from mlgate.rules.gang_markers import (
     FIXED,
     GROUP,
     JOB_QUEUE_LABELS,
+    KUEUE_GROUP,
     KUEUE_TOTAL,
     MARKER_GROUPS,
     MARKERS,
@@ -233,7 +236,10 @@ def size(workload: Workload, params: NoParams, context: Context) -> list[Finding
             members = [u for u in all_units if u.value(GROUP["volcano"]) == unit.value(GROUP["volcano"])]
             findings += _minimum(unit.at((ANNOTATIONS, VOLCANO_MIN_MEMBER)), f"{VOLCANO_MIN_MEMBER} on {unit.roles} "
                                  "pods", value, sum(u.replicas for u in members), _who(members))
-    findings += _kueue_findings(all_units)
+    if workload.gang.groupSpansObjects:
+        findings += _kueue_member_findings(all_units, workload.namespace, context.facts)
+    else:
+        findings += _kueue_findings(all_units)
     findings += _yunikorn_findings(all_units)
     return findings
 
@@ -286,6 +292,51 @@ def _kueue_findings(all_units: list[Unit]) -> Iterator[Finding]:
                           f'set it to "{pods}"')
 
 
+def _kueue_member_findings(all_units: list[Unit], namespace: str, facts: ClusterFacts) -> Iterator[Finding]:
+    """An object that is one member of a Kueue plain-pod group (its kind's `groupSpansObjects`): the group's
+    size is the number of such objects, which this one cannot see. What one member can get wrong is checked:
+    the group name and the total count come as a pair, and the count is a positive integer. Where the other
+    members are known (`ClusterFacts.pod_group`: the CLI's input), they are judged together."""
+    for unit in all_units:
+        hit, count = unit.find(GROUP["kueue"]), unit.get((ANNOTATIONS, KUEUE_TOTAL))
+        if hit is None and count is None:
+            continue
+        if hit is None:
+            yield Finding(unit.at((ANNOTATIONS, KUEUE_TOTAL)), "kueue group name missing",
+                          f"{KUEUE_TOTAL} is set but label {KUEUE_GROUP} is not, so Kueue admits the pod alone",
+                          f"add label {KUEUE_GROUP} naming the group, or remove the annotation")
+            continue
+        total = _whole(count)
+        if count is None:
+            yield Finding(unit.at(hit[0]), "kueue total count missing",
+                          f'the pod is in Kueue pod group "{hit[1]}" without annotation {KUEUE_TOTAL}',
+                          f"add annotation {KUEUE_TOTAL} with the number of pods in the group, as a string")
+            continue
+        if total is None or total < 1:
+            yield Finding(unit.at((ANNOTATIONS, KUEUE_TOTAL)), "kueue total count not a positive integer",
+                          f"{KUEUE_TOTAL} is {_show(count)}", "use the number of pods in the group, e.g. \"4\"")
+            continue
+        members = facts.pod_group(namespace, hit[1])
+        if members is not None:
+            yield from _group_peers(unit.at((ANNOTATIONS, KUEUE_TOTAL)), hit[1], total, members)
+
+
+def _group_peers(ptr: str, group: str, total: int, members: Sequence[Mapping[str, Any]]) -> Iterator[Finding]:
+    counts = sorted({str(_annotations(m).get(KUEUE_TOTAL)) for m in members})
+    if len(counts) > 1:
+        yield Finding(ptr, "kueue total counts differ", f'the pods of group "{group}" give {KUEUE_TOTAL} as '
+                      f'{" and ".join(repr(c) for c in counts)}', 'give every pod of the group the same count')
+    elif len(members) > total:
+        yield Finding(ptr, "kueue group larger than its count", f'{len(members)} pods are in group "{group}" but '
+                      f"{KUEUE_TOTAL} is {total}", f'set it to "{len(members)}" on every pod of the group')
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    found = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return found if isinstance(found, Mapping) else {}
+
+
 def _yunikorn_findings(all_units: list[Unit]) -> Iterator[Finding]:
     definition: tuple[Unit, dict[str, int]] | None = None
     key, invalid = (ANNOTATIONS, YUNIKORN_TASK_GROUPS), False
@@ -320,12 +371,16 @@ def _yunikorn_findings(all_units: list[Unit]) -> Iterator[Finding]:
                               f'{YUNIKORN_TASK_GROUP}: "{name}"', f"lower minMember to at most {pods}, or add replicas")
 
 
+_DIGITS = re.compile(r"[0-9]+")
+
+
 def _whole(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
-    return int(value) if isinstance(value, str) and value.strip().isdigit() else None
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses
+    return int(value) if isinstance(value, str) and _DIGITS.fullmatch(value.strip()) else None
 
 
 def _who(members: list[Unit]) -> str:

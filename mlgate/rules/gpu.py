@@ -1,8 +1,9 @@
 """GPU requests and limits.
 
 Fields: `resources.limits` and `resources.requests` of every init and regular container,
-for resource names that are GPUs (`nvidia.com/gpu`, `nvidia.com/mig-*`, `amd.com/gpu`,
-`gpu.intel.com/*`).
+for resource names that are GPUs: `nvidia.com/gpu`, `nvidia.com/mig-<profile>`, `amd.com/gpu` and its
+partitions, `gpu.intel.com/i915`, `gpu.intel.com/xe`, and what the policy lists in `spec.gpuResources`
+(`rules/devices.py` has each name's source). Sharing resources (memory, cores, time-slice replicas) are not GPUs.
 Allowed values: whole numbers; GPUs must be in limits, and requests, when set, equal limits,
 because extended resources cannot be overcommitted ("Schedule GPUs",
 https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/, and the extended-resource
@@ -22,22 +23,20 @@ from pydantic import Field
 from mlgate.model.results import Finding, Skipped
 from mlgate.model.workload import PodTemplate, Workload
 from mlgate.rules.common import (
-    MIG_PREFIX,
     container_label,
     pod_gpu_count,
     quantity,
     regular_gpus,
     template_gpus,
 )
+from mlgate.rules.devices import FULL_GPU, GpuResources, is_mig
 from mlgate.rules.registry import Context, Params, check
-
-FULL_GPU = "nvidia.com/gpu"
 
 
 @check("gpu.limits", "GPUs are whole numbers in limits; requests, if set, equal limits")
 def limits(workload: Workload, params: Params, context: Context) -> Iterator[Finding]:
     for template in workload.templates:
-        for key, index, container, limited, requested, _ in regular_gpus(template):
+        for key, index, container, limited, requested, _ in regular_gpus(template, context.gpus):
             if not (requested or limited):
                 continue
             name = container_label(key, container)
@@ -73,7 +72,7 @@ def maximum(workload: Workload, params: MaxParams, context: Context) -> Iterator
     job_total = 0
     for template in workload.templates:
         if params.per_container is not None:
-            for key, index, container, limited, requested, count in regular_gpus(template):
+            for key, index, container, limited, requested, count in regular_gpus(template, context.gpus):
                 if count > params.per_container:
                     section = "limits" if limited else "requests"
                     resource = _counted(limited or requested)
@@ -81,7 +80,7 @@ def maximum(workload: Workload, params: MaxParams, context: Context) -> Iterator
                                   "too many gpus per container",
                                   f"{container_label(key, container)} asks for {count} GPUs, the limit is "
                                   f"{params.per_container}", "split the work across more replicas")
-        pod_total = pod_gpu_count(template)
+        pod_total = pod_gpu_count(template, context.gpus)
         if params.per_pod is not None and pod_total > params.per_pod:
             yield Finding(template.path("containers"), "too many gpus per pod",
                           f"{'the pod asks' if template.role == 'pod' else f'{template.role} pods ask'} for "
@@ -100,7 +99,7 @@ class AllowedParams(Params):
 
 @check("gpu.allowed-resources", "only the listed GPU resource names", AllowedParams)
 def allowed(workload: Workload, params: AllowedParams, context: Context) -> Iterator[Finding]:
-    for template, key, index, container, resource, section in _gpu_entries(workload):
+    for template, key, index, container, resource, section in _gpu_entries(workload, context.gpus):
         if not any(fnmatch.fnmatchcase(resource, pattern) for pattern in params.allowed):
             yield Finding(template.path(key, index, "resources", section, resource),
                           "gpu resource not allowed", f"{container_label(key, container)} asks for {resource}",
@@ -109,16 +108,16 @@ def allowed(workload: Workload, params: AllowedParams, context: Context) -> Iter
 
 @check("gpu.no-mixed-mig", "one container never mixes full GPUs and MIG devices")
 def no_mixed(workload: Workload, params: Params, context: Context) -> Iterator[Finding] | Skipped:
-    if not any(gpus.total for t in workload.templates for gpus in template_gpus(t)):
+    if not any(gpus.total for t in workload.templates for gpus in template_gpus(t, context.gpus)):
         return Skipped("no container asks for GPUs")
-    return _mixed(workload)
+    return _mixed(workload, context.gpus)
 
 
-def _mixed(workload: Workload) -> Iterator[Finding]:
+def _mixed(workload: Workload, gpus: GpuResources) -> Iterator[Finding]:
     for template in workload.templates:
-        for key, index, container, limited, requested, _ in regular_gpus(template):
+        for key, index, container, limited, requested, _ in regular_gpus(template, gpus):
             names = set(limited) | set(requested)
-            migs = sorted(n for n in names if n.startswith(MIG_PREFIX))
+            migs = sorted(n for n in names if is_mig(n))
             if FULL_GPU in names and migs:
                 yield Finding(template.path(key, index, "resources"), "gpu and mig mixed",
                               f"{container_label(key, container)} asks for {FULL_GPU} and {', '.join(migs)}",
@@ -127,12 +126,14 @@ def _mixed(workload: Workload) -> Iterator[Finding]:
 
 def _counted(entries: Mapping[str, Any]) -> str:
     """The resource a container's GPU count comes from: a whole-GPU one if any (see `common._whole_gpus`)."""
-    return next((r for r in entries if not r.startswith(MIG_PREFIX)), next(iter(entries)))
+    return next((r for r in entries if not is_mig(r)), next(iter(entries)))
 
 
-def _gpu_entries(workload: Workload) -> Iterator[tuple[PodTemplate, str, int, dict[str, Any], str, str]]:
+def _gpu_entries(
+    workload: Workload, gpus: GpuResources,
+) -> Iterator[tuple[PodTemplate, str, int, dict[str, Any], str, str]]:
     for template in workload.templates:
-        for key, index, container, limited, requested, _ in regular_gpus(template):
+        for key, index, container, limited, requested, _ in regular_gpus(template, gpus):
             for section, entries in (("limits", limited), ("requests", requested)):
                 for resource in entries:
                     yield template, key, index, container, resource, section

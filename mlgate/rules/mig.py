@@ -35,6 +35,7 @@ from mlgate.rules.common import (
     quantity,
     regular_gpus,
 )
+from mlgate.rules.devices import FULL_GPU
 from mlgate.rules.mig_layout import closest, describe
 from mlgate.rules.mig_tables import (
     MEDIA_SUFFIX,
@@ -49,7 +50,6 @@ from mlgate.rules.mig_tables import (
 )
 from mlgate.rules.registry import Context, NoParams, Params, check
 
-FULL_GPU = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MIG_MARK = "-MIG-"
 SHARED_SUFFIX = "-SHARED"
@@ -173,15 +173,15 @@ def _closest(profile: str, params: ProfileParams) -> list[str]:
 
 @check("mig.node-inventory", "some node offers the MIG devices a pod asks for, in the numbers asked", NoParams)
 def node_inventory(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
-    if not context.facts.known:
-        return Skipped("no cluster facts")
-    nodes = list(context.facts.nodes())
-    if not nodes:
-        return Skipped("no nodes in cluster facts")
     plans = [(t, products, asks_of(t, with_full_gpu=bool(products)))
              for t in workload.templates for products in [mig_products(t)]]
     if not any(asks for _, _, asks in plans):
         return Skipped("no MIG devices asked for")
+    if not context.facts.known:
+        return Skipped("no cluster facts to find nodes with these MIG devices in", looked=False)
+    nodes = list(context.facts.nodes())
+    if not nodes:
+        return Skipped("the cluster facts list no nodes to find these MIG devices on", looked=False)
     return [f for t, products, asks in plans if asks for f in _inventory(t, products, asks, nodes)]
 
 
@@ -224,7 +224,7 @@ def _inventory(
 def asks_of(template: PodTemplate, with_full_gpu: bool) -> list[Ask]:
     """MIG requests (and `nvidia.com/gpu` too, for single-strategy pods) of init and regular containers."""
     asks: list[Ask] = []
-    for key, index, container, limits, requests, _ in regular_gpus(template):
+    for key, index, container, limits, requests, _ in regular_gpus(template):  # MIG devices are built-in names
         for resource in sorted(set(limits) | set(requests)):
             if not (resource.startswith(MIG_RESOURCE_PREFIX) or (with_full_gpu and resource == FULL_GPU)):
                 continue

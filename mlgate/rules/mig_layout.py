@@ -10,8 +10,14 @@ every model that offers all the named profiles), by the tables and placement mod
 profile, count within the model's maximum, at most one `+me` instance, never a 4g next to a 3g, and an NVML
 placement for every instance (non-overlapping memory slices, compute slices within the GPU's budget).
 
-`lint_mig_config` returns problems with JSON pointers into the file; a caller that parsed the YAML with line
-marks fills in `line` (see `with_lines`) and prints them with `render`.
+Only entries that enable MIG are held against the tables. An entry with `mig-enabled: false` names GPUs that stay
+whole, often ones without MIG at all (mig-parted's `examples/dgx-station-80gb-config.yaml` filters the DGX
+Station's display GPU, 0x1FB010DE, that way), so its device ids are not looked up. A MIG-enabled entry whose
+filter names a GPU the tables lack is a warning, not an error: the GPU may be newer than the tables (the RTX PRO
+6000 Blackwell, 0x2BB510DE, in mig-parted's config-default.yaml), and only its layout goes unchecked.
+
+`lint_mig_config` returns problems with JSON pointers into the file and a severity; a caller that parsed the YAML
+with line marks fills in `line` (see `with_lines`) and prints them with `render`.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from mlgate.model import pointer
 from mlgate.rules.mig_tables import (
@@ -39,16 +45,34 @@ _DEVICE_ID = re.compile(r"^0x([0-9A-Fa-f]{4})([0-9A-Fa-f]{4})(:0x[0-9A-Fa-f]{8})
 NVIDIA_VENDOR = 0x10DE
 _PROFILE_NAME = re.compile(r"^(?:\d+c\.)?(\d+)g\.(\d+)gb")
 
+Severity = Literal["error", "warning"]
+
 
 @dataclass(frozen=True)
 class LayoutProblem:
     path: str  # JSON pointer into the file
     message: str
     line: int | None = None
+    severity: Severity = "error"
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
 
     def render(self, filename: str) -> str:
         where = filename if self.line is None else f"{filename}:{self.line}"
-        return f"{where}: {self.path or '/'}: {self.message}"
+        label = "" if self.is_error else f"{self.severity}: "
+        return f"{where}: {self.path or '/'}: {label}{self.message}"
+
+
+@dataclass(frozen=True)
+class _DeviceId:
+    """One well-formed `device-filter` id: where it is written, as written, and its device and vendor halves."""
+
+    path: str
+    text: str
+    device: int
+    vendor: int
 
 
 def with_lines(problems: Iterable[LayoutProblem], line_of: Callable[[str], int | None]) -> list[LayoutProblem]:
@@ -100,8 +124,12 @@ def _entry(entry: Any, base: str) -> list[LayoutProblem]:
     problems += count_problems
     if enabled is False and counts:
         problems.append(LayoutProblem(devices_ptr, "MIG devices are listed but mig-enabled is false"))
-    models, filter_problems = _filtered_models(entry.get("device-filter"), pointer.join(base, "device-filter"))
+    ids, filter_problems = _filter_ids(entry.get("device-filter"), pointer.join(base, "device-filter"))
     problems += filter_problems
+    if enabled is False:
+        return problems  # GPUs kept whole need no MIG model, and many have none (display GPUs)
+    models, unknown = _models(ids)
+    problems += unknown
     wanted = {p: n for p, n in counts.items() if n > 0}
     if wanted and models != []:  # [] = a filter that selects no GPU mlgate knows
         problems += _layout(wanted, models, devices_ptr)
@@ -128,29 +156,41 @@ def _counts(mig_devices: dict[Any, Any], base: str) -> tuple[dict[str, int], lis
     return counts, problems
 
 
-def _filtered_models(value: Any, ptr: str) -> tuple[list[GpuModel] | None, list[LayoutProblem]]:
-    """The models a device-filter selects (None = no filter), and problems with the filter itself."""
+def _filter_ids(value: Any, ptr: str) -> tuple[list[_DeviceId] | None, list[LayoutProblem]]:
+    """The well-formed ids of a device-filter (None = no filter: every GPU), and problems with their form."""
     if value is None or value == "":
         return None, []
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
         return [], [LayoutProblem(ptr, f"device-filter must be an id or a list of ids, got {value!r}")]
-    models: list[GpuModel] = []
+    ids: list[_DeviceId] = []
     problems: list[LayoutProblem] = []
     for index, text in enumerate(items):
         item_ptr = ptr if isinstance(value, str) else pointer.join(ptr, index)
         match = _DEVICE_ID.match(text.strip())
-        if not match:
+        if match:
+            ids.append(_DeviceId(item_ptr, text, int(match.group(1), 16), int(match.group(2), 16)))
+        else:
             problems.append(LayoutProblem(item_ptr, f"device id {text!r} is not of the form 0x20B010DE"))
-            continue
-        device, vendor = int(match.group(1), 16), int(match.group(2), 16)
-        model = BY_DEVICE_ID.get(device) if vendor == NVIDIA_VENDOR else None
+    return ids, problems
+
+
+def _models(ids: list[_DeviceId] | None) -> tuple[list[GpuModel] | None, list[LayoutProblem]]:
+    """The models the ids select (None = no filter), and a warning per id the tables lack."""
+    if ids is None:
+        return None, []
+    models: list[GpuModel] = []
+    warnings: list[LayoutProblem] = []
+    for device_id in ids:
+        model = BY_DEVICE_ID.get(device_id.device) if device_id.vendor == NVIDIA_VENDOR else None
         if model is None:
-            problems.append(LayoutProblem(item_ptr, f"device id {text} is not a MIG-capable GPU in mlgate's tables; "
-                                                    "its layout cannot be checked"))
+            # newer than the tables, or without MIG: only mig-parted on the node can tell
+            warnings.append(LayoutProblem(device_id.path, f"device id {device_id.text} is not in mlgate's MIG tables; "
+                                                          "whether it takes this layout is not checked",
+                                          severity="warning"))
         elif model not in models:
             models.append(model)
-    return models, problems
+    return models, warnings
 
 
 def _layout(wanted: dict[str, int], models: list[GpuModel] | None, base: str) -> list[LayoutProblem]:

@@ -18,10 +18,11 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from mlgate.model.facts import NO_FACTS, ClusterFacts
-from mlgate.model.results import Finding, Skipped, Unevaluable
+from mlgate.model.results import Finding, Skipped, Unchecked, Unevaluable
 from mlgate.model.workload import Workload
+from mlgate.rules.devices import BUILT_IN, GpuResources
 
-FAMILIES = ("gpu", "mig", "storage", "pod_security", "defaults", "gang")
+FAMILIES = ("gpu", "gpu_sharing", "mig", "storage", "pod_security", "defaults", "gang")
 RULE_ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 
@@ -44,6 +45,7 @@ class Context:
     facts: ClusterFacts = field(default_factory=lambda: NO_FACTS)
     operation: Literal["CREATE", "UPDATE"] = "CREATE"
     deadline: float | None = None  # time.monotonic() past which the evaluation is abandoned
+    gpus: GpuResources = BUILT_IN  # the resource names the running policy counts as GPUs
 
     def check_deadline(self) -> None:
         """Raise DeadlineExceeded once the deadline has passed: called between rules, so the work stops there
@@ -56,7 +58,7 @@ class DeadlineExceeded(Exception):
     """The evaluation ran past its deadline; nothing of it is kept."""
 
 
-CheckResult = Iterable[Finding] | Skipped | Unevaluable
+CheckResult = Iterable[Finding | Unchecked] | Skipped | Unevaluable
 CheckFn = Callable[[Workload, Any, Context], CheckResult]
 # A mutation edits the workload in place. One registered with reports_changes=True returns
 # whether it changed anything, which spares the engine a copy of the object around it.

@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from mlgate.model.facts import ClusterFacts
-from mlgate.model.results import Finding, Skipped
+from mlgate.model.results import Finding, Skipped, Unchecked
 from mlgate.model.workload import PodTemplate, Workload, as_list
 from mlgate.rules.common import container_label
 from mlgate.rules.registry import Context, NoParams, Params, check
@@ -141,22 +141,31 @@ class SharedClaimParams(Params):
 
 
 @check("storage.shared-claim-rwx", "a claim that several pods mount read-write is ReadWriteMany", SharedClaimParams)
-def shared_claim_rwx(workload: Workload, params: SharedClaimParams, context: Context) -> list[Finding] | Skipped:
+def shared_claim_rwx(
+    workload: Workload, params: SharedClaimParams, context: Context,
+) -> list[Finding | Unchecked] | Skipped:
     if not workload.pods_counted:  # workflow steps run one after another; an unknown kind's count is unknown
         return Skipped(f"how many {workload.kind} pods run at once is not known")
     shared = [u for u in claim_uses(workload).values() if u.writable and u.pods >= params.min_replicas]
     if not shared:
         return Skipped(f"no claim is mounted read-write by {params.min_replicas} or more pods")
     if not context.facts.known:
-        return Skipped("no cluster facts to look the claims up in")
+        names = ", ".join(f'"{u.claim}"' for u in shared)
+        return Skipped(f"no cluster facts to look up the access mode of claim {names}, which several pods "
+                       "mount read-write", looked=False)
     return [f for use in shared for f in _claim_findings(use, workload.namespace or "default", params, context.facts)]
 
 
-def _claim_findings(use: ClaimUse, namespace: str, params: SharedClaimParams, facts: ClusterFacts) -> Iterator[Finding]:
+def _claim_findings(
+    use: ClaimUse, namespace: str, params: SharedClaimParams, facts: ClusterFacts,
+) -> Iterator[Finding | Unchecked]:
     who = f"{use.pods} pods ({use.roles()}) mount it read-write"
     pvc = facts.pvc(namespace, use.claim)
     if pvc is None:
-        if not params.allow_missing_claims:
+        if params.allow_missing_claims:
+            yield Unchecked(f'claim "{namespace}/{use.claim}" is not in the cluster yet, so its access mode is '
+                            f"unknown; {who}")
+        else:
             yield Finding(use.path, "claim not found", f'PersistentVolumeClaim "{namespace}/{use.claim}" is not in the '
                           f"cluster; {who}", "create the claim with accessModes [ReadWriteMany] first, or fix its name")
         return

@@ -152,6 +152,9 @@ EXPECTED: dict[str, list[tuple[str, list[Template] | None]]] = {
     "kuberay-rayservice-stable-diffusion-gpu.yaml": [
         ("RayService", [("head", 1, ["ray-head"], 0), ("gpu-group", 1, ["ray-worker"], 1)])
     ],
+    # HAMi: nvidia.com/gpu is the number of GPUs; gpumem, gpumem-percentage and gpucores are shares of each
+    "hami-pod-default-use.yaml": [("Pod", [("pod", 1, ["ubuntu-container"], 2)])],
+    "hami-pod-use-memory-fraction.yaml": [("Pod", [("pod", 1, ["ubuntu-container"], 2)])],
     "kubernetes-deployment-nginx.yaml": [("Deployment", [("pod", 3, ["nginx"], 0)])],
     "kubernetes-replicaset-frontend.yaml": [("ReplicaSet", [("pod", 3, ["php-redis"], 0)])],
     "kubernetes-statefulset-web.yaml": [("Service", None), ("StatefulSet", [("pod", 3, ["nginx"], 0)])],

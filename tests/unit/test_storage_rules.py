@@ -137,8 +137,28 @@ def test_deny_claim_missing_from_the_cluster_and_warn_when_bound_with_warn():
     assert warned.allowed and warned.results[0].outcome is Outcome.WARN
 
 
-def test_allow_missing_claim_when_params_allow_it():
-    assert rwx(SHARED_JOB, {"allowMissingClaims": True}, with_facts=facts(None)) is Outcome.PASS
+def test_a_missing_claim_allowed_by_params_is_admitted_as_a_skip_that_says_it_was_not_checked():
+    decision = decide(SHARED_JOB, "storage.shared-claim-rwx", params={"allowMissingClaims": True}, facts=facts(None))
+    (result,) = decision.results
+    assert decision.allowed and result.outcome is Outcome.SKIP
+    assert result.unchecked == ('claim "ml/data" is not in the cluster yet, so its access mode is unknown; '
+                                "3 pods (job ×3) mount it read-write",)
+    (line,) = decision.unchecked_lines
+    assert line.render().startswith("[test/storage.shared-claim-rwx] could not check: claim \"ml/data\"")
+
+
+def test_without_cluster_facts_a_shared_claim_is_reported_as_not_checked():
+    decision = decide(SHARED_JOB, "storage.shared-claim-rwx")
+    (result,) = decision.results
+    assert result.outcome is Outcome.SKIP and decision.allowed
+    assert result.unchecked == ('no cluster facts to look up the access mode of claim "data", which several pods '
+                                "mount read-write",)
+
+
+def test_a_rule_that_does_not_apply_reports_nothing_unchecked():
+    single = change(SHARED_JOB, "/spec/parallelism", 1)
+    decision = decide(single, "storage.shared-claim-rwx")
+    assert decision.results[0].outcome is Outcome.SKIP and decision.unchecked_lines == []
 
 
 def test_min_replicas_param_raises_the_threshold():

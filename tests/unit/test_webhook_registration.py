@@ -21,7 +21,7 @@ import yaml
 
 from mlgate.model import pointer
 from mlgate.model.kinds import KindSpec
-from mlgate.rules.common import GPU_RESOURCE_PREFIXES, is_gpu_resource
+from mlgate.rules.devices import BUILT_IN
 from mlgate.workloads.catalog import SHIPPED
 from mlgate.workloads.extract import extract
 from mlgate_webhook.review import JUDGED_SUBRESOURCES
@@ -390,9 +390,14 @@ def skeleton(spec: KindSpec, containers: list[dict[str, Any]], **pod: Any) -> di
     return obj
 
 
-RESOURCE_NAMES = [*(p + ("x" if p.endswith(("/", "-")) else "") for p in GPU_RESOURCE_PREFIXES),
-                  "nvidia.com/mig-1g.5gb", "gpu.intel.com/i915", "cpu", "memory", "example.com/fpga",
-                  "nvidia.com/vgpu-not-a-gpu-here", "amd.com/xilinx"]
+# every device and sharing resource name rules/devices.py names, and near misses of them
+RESOURCE_NAMES = ["nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe", "nvidia.com/mig-1g.5gb",
+                  "nvidia.com/mig-1g.10gb.me", "nvidia.com/mig-1g.24gb.me.all", "nvidia.com/mig-1g.24gb-me",
+                  "nvidia.com/mig-7g.80gb", "amd.com/cpx_nps4", "amd.com/spx_nps1",
+                  "nvidia.com/gpu.shared", "nvidia.com/mig-1g.5gb.shared", "nvidia.com/gpumem", "nvidia.com/gpucores",
+                  "nvidia.com/gpumem-percentage", "gpu.intel.com/millicores", "gpu.intel.com/memory.max",
+                  "gpu.intel.com/tiles", "gpu.intel.com/monitoring", "amd.com/gpumem", "nvidia.com/mig-x",
+                  "cpu", "memory", "example.com/fpga", "nvidia.com/vgpu-not-a-gpu-here", "amd.com/xilinx"]
 
 
 @pytest.mark.parametrize("resource", RESOURCE_NAMES)
@@ -403,8 +408,8 @@ def test_the_condition_sees_a_gpu_exactly_where_mlgates_gpu_rules_do(cel: Any, r
             for hook in hooks_for(docs, kind, spec.group, spec.resource):
                 main = {"name": "main", "image": "x", "resources": {"limits": {resource: "1"}}}
                 plain = {"name": "main", "image": "x"}
-                assert sends(cel, hook, skeleton(spec, [main])) is is_gpu_resource(resource), (hook["name"], spec.kind)
-                assert sends(cel, hook, skeleton(spec, [plain], initContainers=[main])) is is_gpu_resource(resource)
+                assert sends(cel, hook, skeleton(spec, [main])) is (resource in BUILT_IN), (hook["name"], spec.kind)
+                assert sends(cel, hook, skeleton(spec, [plain], initContainers=[main])) is (resource in BUILT_IN)
                 assert sends(cel, hook, skeleton(spec, [plain])) is False
 
 
@@ -417,7 +422,7 @@ def test_the_condition_agrees_with_the_engine_on_real_manifests(cel: Any):
                 continue
             workload = extract(obj)
             assert workload is not None
-            gpu = any(is_gpu_resource(str(name)) for t in workload.templates for _, _, c in t.containers()
+            gpu = any(str(name) in BUILT_IN for t in workload.templates for _, _, c in t.containers()
                       for name in ((c.get("resources") or {}).get("limits") or {}))
             seen.add((spec.kind, gpu))
             for hook in hooks_for(docs, VALIDATING, spec.group, spec.resource):

@@ -13,7 +13,7 @@ from builders import change, policy_set, pytorchjob
 from webhook_reviews import review
 
 from mlgate.model.facts import NO_FACTS
-from mlgate.model.results import Action, Outcome, RuleResult
+from mlgate.model.results import Action, Finding, Line, Outcome, RuleResult
 from mlgate_certs.bundle import write_atomic
 from mlgate_certs.throwaway import throwaway_pki
 from mlgate_webhook import review as review_module
@@ -46,30 +46,69 @@ def test_deny_a_dry_run_flag_that_is_not_a_boolean():
         request_of(body)
 
 
+def finding_line(path: str, detail: str, fix: str = "", reason: str = "reason") -> Line:
+    return Line("p", "r", Finding(path, reason, detail, fix))
+
+
+LONG_PATH = "/spec/pytorchReplicaSpecs/Worker/template/spec/initContainers/0/resources/limits/nvidia.com~1gpu"
+
+
 def test_a_long_warning_loses_its_path_first_then_its_detail_or_fix_then_its_tail():
-    path = "/spec/pytorchReplicaSpecs/Worker/template/spec/initContainers/0/resources/limits/nvidia.com~1gpu"
-    assert len(f"[p/r] reason: {path}: detail; fix") > MAX_WARNING_CHARS
-    fits_without_path = f"[p/r] reason: {path}: detail; fix"
-    assert short_warnings([fits_without_path]) == ["[p/r] reason: detail; fix"]
-    long_detail_short_fix = f"[p/r] reason: {path}: " + "d" * 120 + "; fix"
-    assert short_warnings([long_detail_short_fix]) == ["[p/r] reason: fix"]
-    long_fix = f"[p/r] reason: {path}: detail; " + "f" * 120
-    assert short_warnings([long_fix]) == ["[p/r] reason: detail"]
-    long_words = "[p/r] reason: /x: " + "word " * 40
-    (cut,) = short_warnings([long_words])
+    assert len(finding_line(LONG_PATH, "detail", "fix").render()) > MAX_WARNING_CHARS
+    assert short_warnings([finding_line(LONG_PATH, "detail", "fix")]) == ["[p/r] reason: detail; fix"]
+    assert short_warnings([finding_line(LONG_PATH, "d" * 120, "fix")]) == ["[p/r] reason: fix"]
+    assert short_warnings([finding_line(LONG_PATH, "detail", "f" * 120)]) == ["[p/r] reason: detail"]
+    (cut,) = short_warnings([finding_line("/x", "word " * 40)])
     assert len(cut) <= MAX_WARNING_CHARS and cut.endswith("word...")
 
 
+def test_a_fix_that_contains_a_semicolon_is_kept_whole_or_left_out_whole():
+    fix = "use a whole number such as 1; for a fraction of a GPU use a MIG profile"
+    short = finding_line(LONG_PATH, "c asks for 0.5", fix, "gpu count not whole")
+    assert short_warnings([short]) == ["[p/r] gpu count not whole: c asks for 0.5; " + fix]
+    detail = 'init container "fetch-weights" asks for nvidia.com/gpu=0.5'
+    long = finding_line(LONG_PATH, detail, fix, "gpu count not whole")
+    assert short_warnings([long]) == [f"[p/r] gpu count not whole: {detail}"]
+
+
+def test_a_detail_with_colons_and_semicolons_is_never_split_on_them():
+    line = finding_line(LONG_PATH, "a: b; c: d " * 6, "set x: 1; then y")
+    (short,) = short_warnings([line])
+    assert short == "[p/r] reason: " + "a: b; c: d " * 6 + "; set x: 1; then y"
+
+
 def test_warnings_that_read_the_same_once_shortened_are_said_once_with_a_count():
-    message = "[p/r] reason: /spec/{}/template/spec/containers/0/x: " + "d" * 60 + "; set x: true"
-    out = short_warnings([message.format("Master"), message.format("Worker"), "[p/r] other"])
+    path = "/spec/{}/template/spec/containers/0/x/" + "y" * 40
+    lines = [finding_line(path.format(role), "d" * 60, "set x: true") for role in ("Master", "Worker")]
+    out = short_warnings([*lines, Line("p", "r", text="other")])
     assert out == ["[p/r] reason: " + "d" * 60 + "; set x: true (2 places)", "[p/r] other"]
 
 
 def test_at_most_twenty_warnings_and_the_last_says_how_many_more():
-    out = short_warnings([f"w{i}" for i in range(25)])
+    out = short_warnings([Line("p", "r", text=f"w{i}") for i in range(25)])
     assert len(out) == 20
     assert out[-1] == "... and 6 more warnings; see the webhook log"
+
+
+def test_a_rule_that_could_not_look_says_so_in_a_warning():
+    claim = {"name": "ckpt", "persistentVolumeClaim": {"claimName": "checkpoints"}}
+    mount = [{"name": "ckpt", "mountPath": "/ckpt"}]
+    job = change(change(pytorchjob(workers=4), "/spec/pytorchReplicaSpecs/Worker/template/spec/volumes", [claim]),
+                 "/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/volumeMounts", mount)
+    answer = admit(request_of(review(job)), policy_set({"rule": "storage.shared-claim-rwx"}), NO_FACTS, "validate")
+    assert answer.response["allowed"] is True
+    (warning,) = answer.response["warnings"]
+    assert warning.startswith("[test/storage.shared-claim-rwx] could not check: no cluster facts")
+    assert len(warning) <= MAX_WARNING_CHARS
+
+
+def test_a_policy_object_naming_a_kind_no_description_knows_is_stored_with_a_warning():
+    obj = {"apiVersion": "mlgate.dev/v1alpha1", "kind": "ClusterMLPolicy", "metadata": {"name": "p"},
+           "spec": {"match": {"kinds": ["PytorchJob"]}, "rules": [{"rule": "gpu.limits"}]}}
+    answer = admit(request_of(review(obj)), policy_set({"rule": "gpu.limits"}), NO_FACTS, "validate")
+    assert answer.response["allowed"] is True
+    (warning,) = answer.response["warnings"]
+    assert warning.startswith('mlgate: spec.match.kinds[0]: no kind description knows "PytorchJob"')
 
 
 def test_an_engine_crash_denies_under_a_fail_policy_and_allows_with_a_warning_under_ignore(monkeypatch):
