@@ -3,19 +3,37 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import yaml
 
 from mlgate.loading.linemap import compose_with_lines, line_for
-from mlgate.rules.mig_layout import lint_mig_config, render, with_lines
+from mlgate.rules.mig_layout import LayoutProblem, lint_mig_config, with_lines
 
 
-def lint_paths(paths: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(the layout problems found, the files that could not be read or parsed): a report and its input errors,
-    which the command keeps apart (stdout and exit 1, stderr and exit 2)."""
-    problems: list[str] = []
+@dataclass(frozen=True)
+class FileProblem:
+    """A layout problem in one file. Prints as its report line, `file:line: pointer: [warning: ]message`; only
+    errors fail the command (exit 1), warnings are reported and pass."""
+
+    filename: str
+    problem: LayoutProblem
+
+    @property
+    def is_error(self) -> bool:
+        return self.problem.is_error
+
+    def __str__(self) -> str:
+        return self.problem.render(self.filename)
+
+
+def lint_paths(paths: Sequence[str]) -> tuple[list[FileProblem], list[str]]:
+    """(the layout problems found, errors and warnings in file order; the files that could not be read or parsed):
+    a report and its input errors, which the command keeps apart (stdout, exit 1 if any problem is an error;
+    stderr and exit 2)."""
+    problems: list[FileProblem] = []
     errors: list[str] = []
     for path in paths:
         try:
@@ -28,5 +46,6 @@ def lint_paths(paths: Sequence[str]) -> tuple[list[str], list[str]]:
             where = f"{path}:{mark.line + 1}" if mark else path
             errors.append(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}")
             continue
-        problems.extend(render(with_lines(lint_mig_config(data), partial(line_for, lines)), path))
+        found = with_lines(lint_mig_config(data), partial(line_for, lines))
+        problems.extend(FileProblem(path, problem) for problem in found)
     return problems, errors

@@ -36,7 +36,8 @@ def lint_mig_file(path: Path) -> list[str]:
 
 
 def test_allow_every_layout_in_mig_parteds_default_config():
-    assert lint_mig_file(FIXTURES / "config-default.yaml") == []
+    data = compose_with_lines((FIXTURES / "config-default.yaml").read_text())[0]
+    assert [p for p in lint_mig_config(data) if p.is_error] == []
 
 
 @pytest.mark.parametrize(
@@ -154,10 +155,14 @@ def test_allow_mig_disabled_without_devices():
     assert lint({}, enabled=False) == []
 
 
-def test_deny_device_id_mlgate_has_no_table_for():
+def test_warn_about_device_id_mlgate_has_no_table_for():
     (problem,) = lint({"1g.24gb": 2}, ["0x2BB510DE"])
-    assert problem.path == "/mig-configs/c/0/device-filter/0"
-    assert "not a MIG-capable GPU in mlgate's tables" in problem.message
+    assert (problem.path, problem.severity) == ("/mig-configs/c/0/device-filter/0", "warning")
+    assert "is not in mlgate's MIG tables" in problem.message
+
+
+def test_allow_device_id_mlgate_has_no_table_for_when_mig_is_disabled():
+    assert lint({}, ["0x1FB010DE"], enabled=False) == []
 
 
 def test_deny_malformed_file_structure():
@@ -193,6 +198,11 @@ def test_broken_file_reports_file_line_path_and_message():
 
 def test_problem_without_a_line_renders_without_one():
     assert LayoutProblem("/version", "bad").render("f.yaml") == "f.yaml: /version: bad"
+
+
+def test_warning_renders_with_its_severity_and_an_error_without():
+    assert LayoutProblem("/x", "odd", 3, "warning").render("f.yaml") == "f.yaml:3: /x: warning: odd"
+    assert LayoutProblem("/x", "bad", 3).render("f.yaml") == "f.yaml:3: /x: bad"
 
 
 def test_allow_device_filter_with_subsystem_id():
