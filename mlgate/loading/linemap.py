@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -60,10 +61,15 @@ SafeLoader.yaml_implicit_resolvers = {  # a copy: PyYAML's own loaders keep thei
     for first, resolvers in BaseLoader.yaml_implicit_resolvers.items()
 }
 SafeLoader.add_constructor(_TIMESTAMP, _as_text)  # an explicit `!!timestamp` stays text too
+# YAML 1.1 wants a dot in a float; the API server's YAML (go-yaml, `yamlStyleFloat`) reads `1e3` as 1000 and
+# refuses `1e400`, so such a scalar is a float here too, not text
+SafeLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9]+[eE][-+]?[0-9]+$"),
+                                 list("-+0123456789"))
 
 
 class NotFinite(ConstructorError):
-    """A number the API server refuses: `.inf`, `.nan`, or one too large for a float (`1e400`)."""
+    """A number the API server refuses: `.inf`, `.nan`, one too large for a float (`1e400`) or an integer past
+    64 bits."""
 
 
 _construct_float = BaseLoader.yaml_constructors["tag:yaml.org,2002:float"]
@@ -78,6 +84,19 @@ def _finite_float(loader: SafeLoader, node: ScalarNode) -> float:
 
 
 SafeLoader.add_constructor("tag:yaml.org,2002:float", _finite_float)
+_construct_int = BaseLoader.yaml_constructors["tag:yaml.org,2002:int"]
+INT64 = 2**63
+
+
+def _int64(loader: SafeLoader, node: ScalarNode) -> int:
+    value = int(_construct_int(loader, node))
+    if not -INT64 <= value < INT64:  # no Kubernetes integer field holds it; JSON would read it back as a float
+        raise NotFinite(None, None, f"{node.value} is out of the range of a 64-bit integer, which the API server "
+                        "refuses", node.start_mark)
+    return value
+
+
+SafeLoader.add_constructor("tag:yaml.org,2002:int", _int64)
 
 
 class _Unusual(Exception):

@@ -109,3 +109,21 @@ def test_a_number_that_is_not_finite_is_refused_where_it_stands() -> None:
         load_with_node("a: 1\nb: .nan\n")
     assert refused.value.problem == ".nan is not a finite number, which the API server refuses"
     assert refused.value.problem_mark is not None and refused.value.problem_mark.line == 1
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("replicas: 1e400\n", "1e400 is not a finite number, which the API server refuses"),
+    ("replicas: -1E+400\n", "-1E+400 is not a finite number, which the API server refuses"),
+    ("replicas: 9223372036854775808\n",
+     "9223372036854775808 is out of the range of a 64-bit integer, which the API server refuses"),
+])
+def test_a_number_out_of_range_is_refused_where_it_stands(text: str, problem: str) -> None:
+    with pytest.raises(NotFinite) as refused:
+        load_with_node("a: 1\n" + text)
+    assert refused.value.problem == problem
+    assert refused.value.problem_mark is not None and refused.value.problem_mark.line == 1
+
+
+def test_an_exponent_without_a_dot_is_a_number_as_the_api_server_reads_it() -> None:
+    value, _ = compose_with_lines("replicas: 1e3\nlimit: -2E-1\nbig: 9223372036854775807\nname: 1e3x\n")
+    assert value == {"replicas": 1000.0, "limit": -0.2, "big": 2**63 - 1, "name": "1e3x"}
