@@ -1,7 +1,9 @@
 """`mlgate`: the policy engine for CI and terminals.
 
 Exit codes (stable): 0 everything admitted (warnings allowed), 1 something denied or a test
-failed, 2 a usage, input, parse or policy-load error, or an object the engine could not evaluate at all.
+failed, 2 a usage, input, parse or policy-load error, an object the engine could not evaluate at all,
+or no manifests at all under the paths given (unless --allow-empty). `validate --warn-exit-code N`
+exits N when something warned and nothing was denied or failed.
 Reports go to stdout, diagnostics to stderr.
 Heavy imports happen inside commands so that `mlgate --version` starts fast.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, ClassVar, NoReturn
+from typing import IO, TYPE_CHECKING, ClassVar, NoReturn
 
 import click
 
@@ -19,6 +21,7 @@ from mlgate import __version__
 
 if TYPE_CHECKING:
     from mlgate.cli.review import Record, Render
+    from mlgate.cli.text import Style
     from mlgate.engine import PolicySet
     from mlgate.model.facts import ClusterFacts
 
@@ -33,7 +36,7 @@ def fail(message: str) -> NoReturn:
 
 def load_policies(paths: Sequence[str]) -> PolicySet:
     from mlgate.loading.documents import expand
-    from mlgate.loading.policies import PolicyLoadError, default_policy_dir, load_policy_paths
+    from mlgate.loading.policies import PolicyLoadError, default_policy_dir, kind_warnings, load_policy_paths
 
     chosen = [str(p) for p in paths] or [str(default_policy_dir())]
     try:
@@ -48,6 +51,8 @@ def load_policies(paths: Sequence[str]) -> PolicySet:
         fail(f"policy error: {empty[0]}: no policy files (.yaml, .yml, .json)")
     if not policies.policies:
         fail(f"policy error: {', '.join(chosen)}: no MLPolicy or ClusterMLPolicy documents")
+    for warning in kind_warnings(policies):
+        click.echo(f"mlgate: policy warning: {warning}", err=True)
     return policies
 
 
@@ -74,6 +79,14 @@ policies_option = click.option(
 namespace_option = click.option(
     "-n", "--namespace", default="default", show_default=True,
     help="Namespace for manifests that name none, as kubectl's current context would give them.",
+)
+allow_empty_option = click.option(
+    "--allow-empty", is_flag=True,
+    help="Exit 0 when the paths hold no manifests at all (by default a typo'd path or an empty directory exits 2).",
+)
+color_option = click.option(
+    "--color", "color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+    help="Colour the text report's verdicts; auto: on a terminal, unless NO_COLOR is set.",
 )
 facts_option = click.option("--facts", type=click.Path(), help="YAML/JSON file of cluster objects: "
                             "Namespaces, PersistentVolumeClaims, StorageClasses, Nodes.")
@@ -115,49 +128,63 @@ def cli() -> None:
 @facts_option
 @namespace_option
 @click.option("-o", "--output", type=click.Choice(["text", "json", "junit", "sarif"]), default="text")
+@click.option("-q", "--quiet", is_flag=True, help="Text: only denied and failed objects, and what blocks them.")
+@color_option
+@click.option("--warn-exit-code", type=click.IntRange(min=0, max=255), default=0, show_default=True,
+              help="Exit code when something warned and nothing was denied or failed (CI that fails on warnings).")
+@allow_empty_option
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
 @click.argument("paths", nargs=-1, required=True)
 def validate(  # click passes options by name
-    *, policy_paths: tuple[str, ...], facts: str | None, namespace: str, output: str, jobs: int | None,
-    paths: tuple[str, ...],
+    *, policy_paths: tuple[str, ...], facts: str | None, namespace: str, output: str, quiet: bool, color: str,
+    warn_exit_code: int, allow_empty: bool, jobs: int | None, paths: tuple[str, ...],
 ) -> None:
     """Judge manifests as admission would: mutations first, then checks. PATH may be a file,
     a directory (searched recursively) or - for stdin."""
     from mlgate.cli.report import Reporter
 
-    reporter = Reporter(output, sys.stdout)
+    reporter = Reporter(output, sys.stdout, _style(sys.stdout, color, quiet))
     statuses = set()
     for record in _review(paths, policy_paths, facts, namespace, jobs=jobs, render=reporter.render):
         reporter.add(record)
         statuses.add(record.status)
-    reporter.finish()
-    sys.exit(_exit_code(statuses))
+    counts = reporter.finish()
+    _refuse_empty(counts["documents"], paths, allow_empty)
+    code = _exit_code(statuses)
+    sys.exit(warn_exit_code if code == EXIT_OK and counts["warnings"] else code)
 
 
 @cli.command()
 @policies_option
 @facts_option
 @namespace_option
+@color_option
+@allow_empty_option
 @click.argument("paths", nargs=-1, required=True)
-def mutate(policy_paths: tuple[str, ...], facts: str | None, namespace: str, paths: tuple[str, ...]) -> None:
+def mutate(  # click passes options by name
+    *, policy_paths: tuple[str, ...], facts: str | None, namespace: str, color: str, allow_empty: bool,
+    paths: tuple[str, ...],
+) -> None:
     """Print the manifests as the API server would store them (defaults applied); the
     verdicts go to stderr."""
     from mlgate.cli.report import Reporter
     from mlgate.loading.documents import dump_yaml
 
-    reporter = Reporter("text", sys.stderr)
+    reporter = Reporter("text", sys.stderr, _style(sys.stderr, color))
     statuses = set()
-    for record in _review(paths, policy_paths, facts, namespace, keep_mutated=True, jobs=1):
+    # the report is on stderr already: an input error there once, not twice
+    for record in _review(paths, policy_paths, facts, namespace, keep_mutated=True, jobs=1, echo_errors=False):
         if record.mutated is not None:
             dump_yaml([record.mutated], sys.stdout)
         reporter.add(record)
         statuses.add(record.status)
-    reporter.finish()
+    counts = reporter.finish()
+    _refuse_empty(counts["documents"], paths, allow_empty)
     sys.exit(_exit_code(statuses))
 
 
 @cli.command("test")
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
+@click.option("-o", "--output", type=click.Choice(["text", "json", "junit"]), default="text")
 @click.argument("suites", nargs=-1, required=True, type=click.Path())
 def test_command(output: str, suites: tuple[str, ...]) -> None:
     """Run policy test suites (kind: PolicyTest) and compare every expected result."""
@@ -204,21 +231,38 @@ def mig_lint(paths: tuple[str, ...]) -> None:
         click.echo(problem)
     for error in errors:
         click.echo(f"mlgate: {error}", err=True)
-    sys.exit(EXIT_ERROR if errors else EXIT_DENIED if problems else EXIT_OK)
+    sys.exit(EXIT_ERROR if errors else EXIT_DENIED if any(p.is_error for p in problems) else EXIT_OK)
+
+
+def _style(out: IO[str], color: str, quiet: bool = False) -> Style:
+    from mlgate.cli.text import Style, use_colour
+
+    # an embedder's cli.main(color=...) counts as asked, as it does for click's own output
+    asked = {"always": True, "never": False}.get(color, click.get_current_context().color)
+    return Style(color=use_colour(asked, out), quiet=quiet)
+
+
+def _refuse_empty(documents: int, paths: Sequence[str], allow_empty: bool) -> None:
+    """No manifest at all is an input error: a mistyped path or an emptied directory must not look green."""
+    if not documents and not allow_empty:
+        fail(f"no manifests found in {', '.join(paths)} (--allow-empty accepts that)")
 
 
 def _review(
     paths: Sequence[str], policy_paths: Sequence[str], facts_path: str | None, namespace: str, *,
-    keep_mutated: bool = False, jobs: int | None = None, render: Render | None = None,
+    keep_mutated: bool = False, jobs: int | None = None, render: Render | None = None, echo_errors: bool = True,
 ) -> Iterator[Record]:
     from mlgate.cli.review import Settings, review
     from mlgate.loading.documents import InputError
 
     _one_line_logs()
-    settings = Settings(load_policies(policy_paths), load_facts(facts_path), namespace, keep_mutated)
+    from mlgate.loading.peers import with_pod_groups
+
+    facts = with_pod_groups(load_facts(facts_path), paths, namespace)  # a Kueue pod group's members judged together
+    settings = Settings(load_policies(policy_paths), facts, namespace, keep_mutated)
     try:
         for record in review(paths, settings, jobs=jobs, render=render):
-            if record.error:
+            if record.error and echo_errors:
                 click.echo(f"mlgate: {record.where}: {record.error}", err=True)
             yield record
     except InputError as exc:

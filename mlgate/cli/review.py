@@ -25,7 +25,7 @@ from mlgate.loading.documents import Document, expand, read_documents
 from mlgate.model import pointer
 from mlgate.model.facts import ClusterFacts
 from mlgate.model.namespaces import in_namespace
-from mlgate.model.results import Decision, Outcome, RuleResult
+from mlgate.model.results import PRE_EXISTING, Action, Decision, Finding, Line, Outcome, RuleResult
 
 GC_THRESHOLD = 200_000
 Render = Callable[["Record"], "Record"]
@@ -43,26 +43,53 @@ class Settings:
 
 
 @dataclass
-class Violation:
+class Item:
+    """One thing a report says about a rule's result on an object, as data: a finding (path, reason, detail,
+    fix) or, for a rule that could not evaluate, `reason` "could not evaluate" and the cause in `detail`."""
+
     policy: str
     rule: str
-    action: str  # deny | warn | audit, or error: the rule could not evaluate and its failurePolicy blocks
+    action: str  # deny | warn | audit, or error: the rule could not evaluate
     path: str
     reason: str
-    message: str
-    fix: str
+    detail: str
+    fix: str = ""
+    note: str = ""  # said after it in brackets, e.g. "already there before this update"
     line: int | None = None
 
-    @property
-    def blocks(self) -> bool:
-        return self.action in ("deny", "error")
+    def message(self) -> str:
+        """The engine's one format, `[policy/rule] reason: path: detail; fix`, built from the fields."""
+        if self.action == "error":
+            return Line(self.policy, self.rule, text=f"{self.reason}: {self.detail}").render()
+        finding = Finding(self.path, self.reason, self.detail, self.fix)
+        return Line(self.policy, self.rule, finding, note=self.note).render()
+
+
+@dataclass
+class Unlooked:
+    """What a rule would have judged but could not look at, and why (no cluster facts, a claim not there yet)."""
+
+    policy: str
+    rule: str
+    action: str
+    reason: str
+
+
+@dataclass
+class Dropped:
+    """Findings a rule made past the ones it kept: counted, not listed."""
+
+    policy: str
+    rule: str
+    level: str  # the list its kept findings are in: violations | warnings | audit
+    count: int
 
 
 @dataclass
 class Record:
     source: str
     index: int
-    line: int
+    line: int  # where the object starts, or for a document that did not parse, the line of the error
     status: str  # allowed | denied | skipped | error
     api_version: str | None = None
     kind: str | None = None
@@ -71,12 +98,16 @@ class Record:
     error: str | None = None
     note: str = ""
     notes: list[str] = field(default_factory=list)
-    violations: list[Violation] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    violations: list[Item] = field(default_factory=list)  # what blocks admission
+    warnings: list[Item] = field(default_factory=list)  # what admission would answer with warnings
+    audit: list[Item] = field(default_factory=list)  # what audit-action rules found: recorded, never shown to users
+    unchecked: list[Unlooked] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
     patch: list[dict[str, Any]] = field(default_factory=list)
     mutated: dict[str, Any] | None = None  # kept only when asked for
     rendered: str | None = None  # the report's text for this record, when the worker wrote it
     item: int | None = None  # the position in a `kind: List` document's items
+    totals: dict[str, int] = field(default_factory=dict)  # warnings, audit, unchecked: counted, dropped included
 
     @property
     def where(self) -> str:
@@ -96,7 +127,8 @@ def review_document(document: Document, settings: Settings) -> list[Record]:
     """One record for the document, or one per item when it is a `kind: List`."""
     data = document.data
     if data is None:
-        return [Record(document.source, document.index, document.line, "error", error=document.error)]
+        line = document.error_line or document.line
+        return [Record(document.source, document.index, line, "error", error=document.error)]
     if not _is_list(data):
         return [_review_object(document, data, settings)]
     items = data.get("items")
@@ -133,8 +165,7 @@ def _review_object(document: Document, obj: Any, settings: Settings, *, item: in
         decision = _under(decision, prefix)
     record.note, record.notes = decision.note, decision.notes
     record.status = "skipped" if decision.note else ("allowed" if decision.allowed else "denied")
-    record.violations = _violations(document, decision, prefix)
-    record.warnings = decision.warnings
+    _add_results(record, document, decision, prefix)
     record.patch = decision.patch
     if settings.keep_mutated:
         record.mutated = decision.mutated if decision.mutated is not None else obj
@@ -207,18 +238,39 @@ def _review_file(path: str) -> list[Record]:
     return [render(r) for r in records] if render is not None else records
 
 
-def _violations(document: Document, decision: Decision, prefix: str = "") -> list[Violation]:
-    found: list[Violation] = []
+def _add_results(record: Record, document: Document, decision: Decision, prefix: str = "") -> None:
+    """Sort every rule result into the record's lists, from the results' own fields."""
+    lists = {"violations": record.violations, "warnings": record.warnings, "audit": record.audit}
     for result in decision.results:
-        if result.outcome is Outcome.ERROR and result.blocks:
+        level = _level(result)
+        record.unchecked += [Unlooked(result.policy, result.rule, result.action.value, r) for r in result.unchecked]
+        if level is None:
+            continue
+        if result.outcome is Outcome.ERROR:
             # labelled by what happened: a warn or audit rule that cannot evaluate still denies under Fail
-            found.append(Violation(result.policy, result.rule, "error", prefix, "could not evaluate",
-                                   result.messages()[0], ""))
-        elif result.outcome in (Outcome.FAIL, Outcome.WARN):
-            # every finding the result kept (the messages past them only count the rest)
-            for finding, message in zip(result.findings, result.messages(), strict=False):
-                found.append(Violation(result.policy, result.rule, result.action.value, finding.path,
-                                       finding.reason, message, finding.fix))
-    for violation in found:
-        violation.line = document.line_of(violation.path)
-    return found
+            items = [Item(result.policy, result.rule, "error", prefix, "could not evaluate", result.note)]
+        else:
+            note = PRE_EXISTING if result.note == PRE_EXISTING else ""
+            items = [Item(result.policy, result.rule, result.action.value, f.path, f.reason, f.detail, f.fix, note)
+                     for f in result.findings]
+        for item in items:
+            item.line = document.line_of(item.path)
+        lists[level] += items
+        if result.dropped:
+            record.dropped.append(Dropped(result.policy, result.rule, level, result.dropped))
+    record.totals = {
+        "warnings": len(record.warnings) + sum(d.count for d in record.dropped if d.level == "warnings"),
+        "audit": len(record.audit) + sum(d.count for d in record.dropped if d.level == "audit"),
+        "unchecked": len(record.unchecked),
+    }
+
+
+def _level(result: RuleResult) -> str | None:
+    """The list a result's findings go in, or None when it found nothing."""
+    if result.blocks:
+        return "violations"
+    if result.outcome is Outcome.ERROR:
+        return "warnings"  # failurePolicy Ignore: admitted, and said
+    if result.outcome is Outcome.WARN:
+        return "audit" if result.action is Action.AUDIT else "warnings"  # a deny an UPDATE did not cause warns
+    return None

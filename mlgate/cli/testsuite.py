@@ -36,7 +36,7 @@ from mlgate.engine.patch import diff
 from mlgate.loading.documents import Document, InputError, expand, read_documents
 from mlgate.loading.policies import PolicyLoadError, describe_validation_error, load_policy_paths
 from mlgate.model.facts import NO_FACTS, ClusterFacts, StaticFacts
-from mlgate.model.results import Decision
+from mlgate.model.results import Decision, RuleResult
 
 
 class SuiteError(Exception):
@@ -80,6 +80,8 @@ class CaseOutcome:
     actual: str
     passed: bool
     detail: str = ""
+    file: str = ""  # the suite file, and the line of the expectation in it
+    line: int = 0
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class LoadedSuite:
     path: Path  # relative names in the suite are relative to this file's folder
     label: str  # the file, or file:line when the file holds several suites
     suite: Suite
+    document: Document  # for the lines of its expectations
 
 
 def run_suites(paths: Sequence[str]) -> list[CaseOutcome]:
@@ -111,9 +114,9 @@ def _suites_in(path: Path) -> list[LoadedSuite]:
         raise SuiteError(str(exc)) from exc
     broken = next((d for d in documents if d.error), None)
     if broken is not None:
-        raise SuiteError(f"{broken.where}: {broken.error}")
+        raise SuiteError(f"{_error_at(broken)}: {broken.error}")
     tests = [d for d in documents if d.data is not None and d.data.get("kind") == "PolicyTest"]
-    return [LoadedSuite(path, d.where if len(tests) > 1 else str(path), _validated(d)) for d in tests]
+    return [LoadedSuite(path, d.where if len(tests) > 1 else str(path), _validated(d), d) for d in tests]
 
 
 def _validated(document: Document) -> Suite:
@@ -140,18 +143,20 @@ def run_suite(loaded: LoadedSuite) -> list[CaseOutcome]:
     }
     rules = {p.key: {b.rule.id for b in p.bindings} for p in policies.policies}
     outcomes = []
-    for expectation in suite.spec.results:
+    for index, expectation in enumerate(suite.spec.results):
+        line = loaded.document.line_of(f"/spec/results/{index}")
         for name in expectation.resources:
-            outcomes.append(_compare(loaded, expectation, name, decisions, rules))
+            outcomes.append(_compare(loaded, expectation, name, decisions, rules, line=line))
     return outcomes
 
 
 def _compare(
     loaded: LoadedSuite, exp: Expectation, name: str,
-    decisions: dict[str, tuple[dict[str, Any], Decision]], rules: dict[str, set[str]],
+    decisions: dict[str, tuple[dict[str, Any], Decision]], rules: dict[str, set[str]], *, line: int,
 ) -> CaseOutcome:
     def outcome(actual: str, passed: bool, detail: str = "") -> CaseOutcome:
-        return CaseOutcome(loaded.label, exp.policy, exp.rule, name, exp.result, actual, passed, detail)
+        return CaseOutcome(loaded.label, exp.policy, exp.rule, name, exp.result, actual, passed, detail,
+                           str(loaded.path), line)
 
     matches = [v for k, v in decisions.items() if k == name or k.split("/", 1)[1] == name]
     if len(matches) != 1:
@@ -166,7 +171,7 @@ def _compare(
         note = decision.note or f"policy {exp.policy!r} does not apply rule {exp.rule!r} to this resource"
         return outcome("skip", exp.result == "skip", note)
     actual = results[0].outcome.value
-    detail = "; ".join(results[0].messages()) or results[0].note
+    detail = _said(results[0])
     if actual != exp.result:
         return outcome(actual, False, detail)
     if exp.patchedResource:
@@ -178,6 +183,19 @@ def _compare(
     return outcome(actual, True, detail)
 
 
+def _error_at(document: Document) -> str:
+    """`file:line` of a document's error: the line the parser stopped at, not where the document starts."""
+    return f"{document.source}:{document.error_line or document.line}"
+
+
+def _said(result: RuleResult) -> str:
+    """What the rule said, from its result's fields: its findings (or why it could not evaluate), what it could
+    not look at, or why it was skipped."""
+    said = [line.render() for line in result.lines()]
+    said += [f"[{result.policy}/{result.rule}] could not check: {reason}" for reason in result.unchecked]
+    return "; ".join(said) or result.note
+
+
 def _objects(base: Path, names: list[str], suite: Path, field: str) -> list[Document]:
     try:
         documents = list(read_documents(str(base / n) for n in names))
@@ -185,7 +203,7 @@ def _objects(base: Path, names: list[str], suite: Path, field: str) -> list[Docu
         raise SuiteError(f"{suite}: {field}: {exc}") from exc
     for document in documents:
         if document.data is None:
-            raise SuiteError(f"{suite}: {field}: {document.where}: {document.error}")
+            raise SuiteError(f"{suite}: {field}: {_error_at(document)}: {document.error}")
     return documents
 
 
@@ -223,6 +241,10 @@ def _expand(paths: Sequence[str]) -> list[Path]:
 
 def render_outcomes(outcomes: Sequence[CaseOutcome], fmt: str) -> str:
     failed = [o for o in outcomes if not o.passed]
+    if fmt == "junit":
+        from mlgate.cli.ci import junit_outcomes
+
+        return junit_outcomes(outcomes)
     if fmt == "json":
         body = {"results": [o.__dict__ for o in outcomes],
                 "summary": {"passed": len(outcomes) - len(failed), "failed": len(failed)}}

@@ -39,6 +39,7 @@ class Document:
     text: str = ""
     data: dict[str, Any] | None = None
     error: str | None = None
+    error_line: int | None = None  # the line `error` is about, which reports point at
     node: yaml.Node | None = field(default=None, repr=False)  # kept for line numbers
 
     def line_of(self, ptr: str) -> int:
@@ -106,7 +107,7 @@ def parse_document(raw: bytes, source: str, index: int, line: int, json_only: bo
         doc.text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         bad_line = line + raw[: exc.start].count(b"\n")
-        doc.error = f"line {bad_line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})"
+        doc.error_line, doc.error = bad_line, f"line {bad_line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})"
         return doc
     try:
         if json_only:
@@ -115,21 +116,22 @@ def parse_document(raw: bytes, source: str, index: int, line: int, json_only: bo
         else:
             data, doc.node = load_with_node(doc.text, line)
     except json.JSONDecodeError as exc:
-        doc.error = f"line {line + exc.lineno - 1}: invalid JSON: {exc.msg}"
+        doc.error_line = line + exc.lineno - 1
+        doc.error = f"line {doc.error_line}: invalid JSON: {exc.msg}"
         return doc
     except NotFiniteJson as exc:
-        doc.error = f"line {line}: {exc}"
+        doc.error_line, doc.error = line, f"line {line}: {exc}"
         return doc
     except yaml.YAMLError as exc:
-        doc.error = _yaml_error(exc, line)
+        doc.error_line, doc.error = _yaml_error(exc, line)
         return doc
     if data is None:
         return None
     if not isinstance(data, dict):
-        doc.error = f"line {line}: document is a {type(data).__name__}, not a Kubernetes object"
+        doc.error_line, doc.error = line, f"line {line}: document is a {type(data).__name__}, not a Kubernetes object"
     elif not data.get("kind") or not data.get("apiVersion"):
         missing = "kind" if not data.get("kind") else "apiVersion"
-        doc.error = f"line {line}: document has no {missing}"
+        doc.error_line, doc.error = line, f"line {line}: document has no {missing}"
     else:
         doc.data = data
     return doc
@@ -150,13 +152,15 @@ def _not_finite(text: str) -> float:
     raise NotFiniteJson(f"{text} is not a finite number, which the API server refuses")
 
 
-def _yaml_error(exc: yaml.YAMLError, first_line: int) -> str:
+def _yaml_error(exc: yaml.YAMLError, first_line: int) -> tuple[int, str]:
+    """(the line, the message) of a YAML error."""
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
-    where = f"line {first_line + mark.line}, column {mark.column + 1}" if mark else f"line {first_line}"
+    line = first_line + mark.line if mark else first_line
+    where = f"line {line}, column {mark.column + 1}" if mark else f"line {line}"
     detail = f"{context}, {problem}" if context else problem
-    return f"{where}: {detail}" if isinstance(exc, NotFinite) else f"{where}: invalid YAML: {detail}"
+    return line, f"{where}: {detail}" if isinstance(exc, NotFinite) else f"{where}: invalid YAML: {detail}"
 
 
 def document_chunks(handle: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:

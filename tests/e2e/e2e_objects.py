@@ -70,10 +70,12 @@ def offline_mutate(obj: dict[str, Any], tmp: Path, namespace_labels: dict[str, s
 
 def offline_violations(obj: dict[str, Any], tmp: Path,
                        namespace_labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """`mlgate validate -o json`'s violations for `obj` (each has policy, rule, path, message and fix)."""
+    """`mlgate validate -o json`'s findings for `obj` that deny or warn (each has policy, rule, path, message
+    and fix), as the webhook says them: a denial, then its warnings."""
     done = _offline("validate", obj, namespace_labels, tmp, "-o", "json")
     assert done.returncode in (0, 1), done.stderr
-    return json.loads(done.stdout)["results"][0]["violations"]  # type: ignore[no-any-return]
+    result = json.loads(done.stdout)["results"][0]
+    return [*result["violations"], *result["warnings"]]
 
 
 def missing_in(live: Any, expected: Any, path: str = "") -> list[str]:

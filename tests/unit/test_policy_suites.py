@@ -204,7 +204,7 @@ def test_a_suite_file_that_does_not_parse_is_an_error_with_its_file_and_line(tmp
     result = run_mlgate("test", str(tmp_path))
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.startswith(f"mlgate: {suite}:1: line 9, column 1: invalid YAML: ")
+    assert result.stderr.startswith(f"mlgate: {suite}:9: line 9, column 1: invalid YAML: ")
 
 
 def test_a_broken_file_beside_a_passing_suite_fails_the_run(tmp_path: Path) -> None:
@@ -212,7 +212,7 @@ def test_a_broken_file_beside_a_passing_suite_fails_the_run(tmp_path: Path) -> N
     broken = suite_dir(tmp_path / "broken", SUITE.replace("{name: gpu}", "{name: gpu"))
     result = run_mlgate("test", str(tmp_path))
     assert result.returncode == 2
-    assert result.stderr.startswith(f"mlgate: {broken}:1: line 4, column ")
+    assert result.stderr.startswith(f"mlgate: {broken}:4: line 4, column ")
 
 
 def test_an_expectation_naming_a_rule_its_policy_lacks_fails(tmp_path: Path) -> None:
