@@ -52,7 +52,11 @@ class Document:
 
 
 class InputError(Exception):
-    """A path that cannot be read at all (missing, unreadable)."""
+    """A path that cannot be read at all (missing, unreadable): `path: problem`, both kept as data."""
+
+    def __init__(self, path: str, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path, self.problem = path, problem
 
 
 def expand(paths: Iterable[str]) -> Iterator[str]:
@@ -73,7 +77,7 @@ def expand(paths: Iterable[str]) -> Iterator[str]:
         elif path.exists():
             yield raw
         else:
-            raise InputError(f"{raw}: no such file or directory")
+            raise InputError(raw, "no such file or directory")
 
 
 def read_documents(paths: Iterable[str]) -> Iterator[Document]:
@@ -85,7 +89,7 @@ def read_documents(paths: Iterable[str]) -> Iterator[Document]:
             with open(source, "rb") as handle:
                 yield from parse_stream(handle, source)
         except OSError as exc:
-            raise InputError(f"{source}: {exc.strerror or exc}") from exc
+            raise InputError(source, str(exc.strerror or exc)) from exc
 
 
 def parse_stream(handle: IO[bytes], source: str) -> Iterator[Document]:

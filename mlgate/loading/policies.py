@@ -75,7 +75,7 @@ def load_documents(paths: Iterable[str | Path]) -> list[Policy | KindSpec]:
     try:
         sources = list(expand(str(p) for p in paths))
     except InputError as exc:
-        raise PolicyLoadError([LoadError(str(exc).split(":")[0], None, "", str(exc).split(": ", 1)[-1])]) from exc
+        raise PolicyLoadError([LoadError(exc.path, None, "", exc.problem)]) from exc
     for source in sources:
         try:
             text = Path(source).read_text(encoding="utf-8")

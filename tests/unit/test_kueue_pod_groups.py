@@ -80,3 +80,17 @@ def test_input_without_a_group_leaves_the_facts_as_they_were(tmp_path: Path):
     plain = tmp_path / "job.yaml"
     plain.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n", encoding="utf-8")
     assert with_pod_groups(NO_FACTS, [str(plain)], "default") is NO_FACTS
+
+
+def test_mlgate_validate_admits_kueues_own_pod_group_and_refuses_a_crowded_one(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from mlgate.cli.main import cli
+
+    run = CliRunner().invoke(cli, ["validate", "-o", "json", str(REAL)])
+    assert run.exit_code == 0, run.output
+    third = tmp_path / "third.yaml"
+    third.write_text(REAL.read_text(encoding="utf-8").split("---\n")[1], encoding="utf-8")
+    crowded = CliRunner().invoke(cli, ["validate", "-o", "json", str(REAL), str(third)])
+    assert crowded.exit_code == 1
+    assert crowded.output.count('"reason":"kueue group larger than its count"') == 3
