@@ -3,8 +3,8 @@
 `WatchedFacts` is a `ClusterFacts` fed with plain dicts: `replace(kind, items)` after a LIST,
 `apply(kind, event_type, obj)` for each watch event. The lookups are the engine's own
 `StaticFacts`; this class only keeps it current under a lock. Objects are trimmed to the
-fields rules read (labels, annotations, PVC and StorageClass specs, node taints, capacity and
-allocatable), so a large cluster's node status (images, conditions) is not held in memory.
+fields rules read (labels, annotations, PVC and StorageClass specs, a PV's driver and modes, node
+taints, capacity and allocatable), so a large cluster's node status (images, conditions) is not held in memory.
 
 Facts are `known` only once every kind has been listed: until then rules that need facts skip.
 """
@@ -16,12 +16,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mlgate.model.facts import RUNTIME_KINDS, StaticFacts, runtime_key
+from mlgate.rules.storage_drivers import DRIVERS
 
-KINDS = ("Namespace", "PersistentVolumeClaim", "StorageClass", "Node", *RUNTIME_KINDS)
+KINDS = ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Node", *RUNTIME_KINDS)
 _META_KEEP = ("name", "namespace", "labels", "annotations")
 _KEEP = {
     "Namespace": (),
     "PersistentVolumeClaim": ("spec", "status"),
+    "PersistentVolume": (),  # its driver and modes only (`_pv_spec`): a cluster may hold many thousands
     "StorageClass": ("provisioner", "parameters", "volumeBindingMode", "allowVolumeExpansion", "reclaimPolicy"),
     "Node": ("spec",),
     "TrainingRuntime": ("spec",),  # a TrainJob's pods are built from it
@@ -37,7 +39,19 @@ def trim(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "Node":
         status = obj.get("status") or {}
         out["status"] = {k: status[k] for k in _NODE_STATUS_KEEP if k in status}
+    elif kind == "PersistentVolume":
+        out["spec"] = _pv_spec(obj.get("spec") or {})
     return out
+
+
+def _pv_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Access modes, volume mode, the CSI driver's name, and which in-tree source it has (its fields dropped)."""
+    kept: dict[str, Any] = {k: spec[k] for k in ("accessModes", "volumeMode") if k in spec}
+    csi = spec.get("csi")
+    if isinstance(csi, Mapping) and csi.get("driver"):
+        kept["csi"] = {"driver": csi["driver"]}
+    kept.update((source, {}) for source in DRIVERS.pv_sources if source in spec)
+    return kept
 
 
 class WatchedFacts:
@@ -63,6 +77,8 @@ class WatchedFacts:
                 self._facts.pvcs = {}
             elif kind == "StorageClass":
                 self._facts.storage_classes = {}
+            elif kind == "PersistentVolume":
+                self._facts.pvs = {}
             elif kind == "Node":
                 self._nodes = {}
             elif kind in RUNTIME_KINDS:
@@ -95,6 +111,8 @@ class WatchedFacts:
             self._facts.pvcs[(str(meta.get("namespace") or "default"), name)] = item
         elif kind == "StorageClass":
             self._facts.storage_classes[name] = item
+        elif kind == "PersistentVolume":
+            self._facts.pvs[name] = item
         elif kind in RUNTIME_KINDS:
             self._facts.runtimes[runtime_key(kind, meta)] = item
         else:
@@ -109,6 +127,8 @@ class WatchedFacts:
             self._facts.pvcs.pop((str(meta.get("namespace") or "default"), name), None)
         elif kind == "StorageClass":
             self._facts.storage_classes.pop(name, None)
+        elif kind == "PersistentVolume":
+            self._facts.pvs.pop(name, None)
         elif kind in RUNTIME_KINDS:
             self._facts.runtimes.pop(runtime_key(kind, meta), None)
         else:
@@ -129,6 +149,10 @@ class WatchedFacts:
     def storage_class(self, name: str | None) -> Mapping[str, Any] | None:
         with self._lock:
             return self._facts.storage_class(name)
+
+    def persistent_volume(self, name: str) -> Mapping[str, Any] | None:
+        with self._lock:
+            return self._facts.persistent_volume(name)
 
     def nodes(self) -> Sequence[Mapping[str, Any]]:
         return self._facts.node_list

@@ -20,6 +20,7 @@ __all__ = ["FACTS", "POLICIES", "start_watches", "status_patcher"]
 FACTS = {
     "Namespace": "/api/v1/namespaces",
     "PersistentVolumeClaim": "/api/v1/persistentvolumeclaims",
+    "PersistentVolume": "/api/v1/persistentvolumes",
     "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
     "Node": "/api/v1/nodes",
     "TrainingRuntime": "/apis/trainer.kubeflow.org/v1alpha1/trainingruntimes",  # not served: listed as empty

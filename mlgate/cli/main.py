@@ -89,7 +89,8 @@ color_option = click.option(
     help="Colour the text report's verdicts; auto: on a terminal, unless NO_COLOR is set.",
 )
 facts_option = click.option("--facts", type=click.Path(), help="YAML/JSON file of cluster objects: "
-                            "Namespaces, PersistentVolumeClaims, StorageClasses, Nodes.")
+                            "Namespaces, PersistentVolumeClaims, PersistentVolumes, StorageClasses, Nodes, "
+                            "Trainer runtimes.")
 
 
 class TransportGroup(click.Group):

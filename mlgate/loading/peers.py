@@ -39,6 +39,9 @@ class WithPodGroups:
     def storage_class(self, name: str | None) -> Mapping[str, Any] | None:
         return self.facts.storage_class(name)
 
+    def persistent_volume(self, name: str) -> Mapping[str, Any] | None:
+        return self.facts.persistent_volume(name)
+
     def nodes(self) -> Sequence[Mapping[str, Any]]:
         return self.facts.nodes()
 

@@ -25,6 +25,10 @@ class ClusterFacts(Protocol):
 
     def storage_class(self, name: str | None) -> Mapping[str, Any] | None: ...
 
+    def persistent_volume(self, name: str) -> Mapping[str, Any] | None:
+        """A PersistentVolume (cluster-scoped): a static volume's driver is in its `spec.csi.driver`."""
+        ...
+
     def nodes(self) -> Sequence[Mapping[str, Any]]: ...
 
     def training_runtime(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
@@ -48,12 +52,13 @@ def runtime_key(kind: str, meta: Mapping[str, Any]) -> tuple[str, str, str]:
 
 @dataclass
 class StaticFacts:
-    """Facts from a fixed list of objects (Namespace, PersistentVolumeClaim, StorageClass, Node, and Trainer v2
-    TrainingRuntime and ClusterTrainingRuntime)."""
+    """Facts from a fixed list of objects (Namespace, PersistentVolumeClaim, PersistentVolume, StorageClass, Node,
+    Trainer v2 TrainingRuntime and ClusterTrainingRuntime, and Pods of Kueue plain-pod groups)."""
 
     namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
     pvcs: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
     storage_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    pvs: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     node_list: list[Mapping[str, Any]] = field(default_factory=list)
     runtimes: dict[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict)
     pod_groups: dict[tuple[str, str], list[Mapping[str, Any]]] = field(default_factory=dict)
@@ -77,6 +82,8 @@ class StaticFacts:
                 facts.pvcs[(meta.get("namespace") or "default", name)] = obj
             elif kind == "StorageClass":
                 facts.storage_classes[name] = obj
+            elif kind == "PersistentVolume":
+                facts.pvs[name] = obj
             elif kind == "Node":
                 facts.node_list.append(obj)
             elif kind in RUNTIME_KINDS:
@@ -89,6 +96,7 @@ class StaticFacts:
                 facts.namespaces.update(nested.namespaces)
                 facts.pvcs.update(nested.pvcs)
                 facts.storage_classes.update(nested.storage_classes)
+                facts.pvs.update(nested.pvs)
                 facts.node_list.extend(nested.node_list)
                 facts.runtimes.update(nested.runtimes)
                 for group, members in nested.pod_groups.items():
@@ -109,6 +117,9 @@ class StaticFacts:
             if annotations.get(DEFAULT_CLASS_ANNOTATION) == "true":
                 return sc
         return None
+
+    def persistent_volume(self, name: str) -> Mapping[str, Any] | None:
+        return self.pvs.get(name)
 
     def nodes(self) -> Sequence[Mapping[str, Any]]:
         return self.node_list

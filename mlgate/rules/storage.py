@@ -2,33 +2,34 @@
 
 Fields: `volumes[*].persistentVolumeClaim.{claimName,readOnly}` and every container's
 `volumeMounts[*].{name,mountPath,readOnly}`; TrainingJob `spec.checkpoint.{claimName,mountPath,uri}`
-(the checkpoint claim counts as mounted read-write by every replica); InferenceService `spec.modelUri`.
-Cluster facts: the claim's `spec.accessModes` and `spec.storageClassName`, and the class's `provisioner`
-(an unset class means the cluster default; `""` means no class, so the provisioner is unknown).
-A claim missing from the facts is a finding ("claim not found"): Kubernetes accepts such pods and leaves them
-Pending. Where claims are created together with jobs (a watch cache can lag by seconds), bind the rule with
-action warn, or set `allowMissingClaims`.
+(the checkpoint claim counts as mounted read-write by every replica); InferenceService `spec.modelUri`;
+`nodeName` and the `kubernetes.io/hostname` nodeSelector (pods pinned to one node).
+Cluster facts: the claim's access modes (`status.accessModes` once bound, else `spec.accessModes`), its
+`volumeMode` and its driver, found as `storage_drivers.py` says (annotations, the bound PersistentVolume, the
+StorageClass). A claim missing from the facts is a finding ("claim not found"): Kubernetes accepts such pods and
+leaves them Pending. Where claims are created together with jobs, set `allowMissingClaims`: the rule then says it
+could not check the claim.
 
-Access modes (core/v1): `ReadWriteOnce` (one node), `ReadOnlyMany`, `ReadWriteMany` (many nodes),
-`ReadWriteOncePod` (one pod, never combined with other modes). Only `ReadWriteMany` lets replicas on
-different nodes write one claim.
-Provisioners (kubernetes-csi/docs `book/src/drivers.md`, "not validated by SIG-Storage"): the drivers in
-`RWX_PROVISIONERS` can share a volume read-write across nodes; those in `RWO_PROVISIONERS` cannot, whatever
-the claim asks for. Longhorn (share-manager NFS, longhorn#1470) and vSphere (file volumes) share when the
-claim asks for ReadWriteMany. Rook prefixes driver names with its namespace (`rook-ceph.cephfs.csi.ceph.com`),
-so `<prefix>.<driver>` matches `<driver>`.
-URI schemes (KServe storage initializer, `kserve_storage.py`): `s3://<bucket>/<key>`, `gs://<bucket>/<key>`,
-`pvc://<claim>/<path>`, `hf://<owner>/<model>[:<revision>]`, `oci://<registry>/<repository>`,
-`modelscope://<owner>/<model>`, `hdfs://`, `webhdfs://`, `file://<absolute path>`, and https, of which
-`https://<account>.blob|file.core.windows.net/<container>/<path>` is Azure (written `azure` in
-`allowedSchemes`). The default allows durable stores every replica can reach: s3, gs, pvc, hf, oci, azure;
+Access modes (core/v1, Kubernetes docs "Access Modes"): `ReadWriteOnce` (one node: several pods on that node may
+share it), `ReadOnlyMany`, `ReadWriteMany` (many nodes), `ReadWriteOncePod` (one pod, even on one node).
+Drivers (storage_drivers.yaml, each row citing its source): what each one shares for Filesystem and for Block
+volumes, in-tree names mapped as csi-translation-lib does, and which are object stores that cannot rename
+(S3 Mountpoint, gcsfuse, blobfuse: `storage.checkpoint-posix`). A driver the table does not know, or one that
+shares only in some setups (Trident NAS, Portworx sharedv4, vSphere file volumes), is a skip that says so.
+URI schemes (KServe storage initializer, `kserve_storage.py`; case-insensitive, RFC 3986): `s3://<bucket>/<key>`,
+`gs://<bucket>/<key>` (`gcs://` too), `pvc://<claim>/<path>`, `hf://<owner>/<model>[:<revision>][/<path>]`,
+`oci://<registry>/<repository>`, `modelscope://<owner>/<model>`, `hdfs://`, `webhdfs://`, `file://<absolute path>`,
+and https, of which `https://<account>.blob|file|dfs.core.windows.net/<container>/<path>` and KServe's
+`https://<account>.z<N>.blob.storage.azure.net/...` are Azure, as are `az://<container>/<path>` and
+`abfs[s]://<container>@<account>.dfs.core.windows.net/<path>` (all written `azure` in `allowedSchemes`).
+The default allows durable stores every replica can reach: s3, gs, pvc, hf, oci, azure;
 `file://` names a node-local path and plain http(s) downloads are mutable and unauthenticated, so they are opt-in.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,26 +40,21 @@ from mlgate.model.results import Finding, Skipped, Unchecked
 from mlgate.model.workload import PodTemplate, Workload, as_list
 from mlgate.rules.common import container_label
 from mlgate.rules.registry import Context, NoParams, Params, check
+from mlgate.rules.storage_drivers import DRIVERS, ClaimStorage, claim_storage
 
-RWX = "ReadWriteMany"
-RWX_PROVISIONERS = (
-    "efs.csi.aws.com", "fsx.csi.aws.com", "s3.csi.aws.com", "file.csi.azure.com", "blob.csi.azure.com",
-    "filestore.csi.storage.gke.io", "gcsfuse.csi.storage.gke.io", "cephfs.csi.ceph.com", "nfs.csi.k8s.io",
-    "smb.csi.k8s.io", "manila.csi.openstack.org", "csi.trident.netapp.io", "pxd.portworx.com",
-    "spectrumscale.csi.ibm.com", "csi.weka.io", "driver.longhorn.io", "csi.vsphere.vmware.com",
-)
-RWO_PROVISIONERS = (
-    "ebs.csi.aws.com", "pd.csi.storage.gke.io", "disk.csi.azure.com", "rbd.csi.ceph.com",
-    "dobs.csi.digitalocean.com", "csi.hetzner.cloud",
-)
+RWX, RWOP = "ReadWriteMany", "ReadWriteOncePod"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 DEFAULT_SCHEMES = ("s3", "gs", "pvc", "hf", "oci", "azure")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
 _SCHEME_NAME = re.compile(r"^[a-z][a-z0-9+.-]*$")
-_AZURE_HOST = re.compile(r"^[a-z0-9]{3,24}\.(blob|file)\.core\.windows\.net$")
+# Azure storage over https: an account's blob, file or dfs endpoint, or KServe's `<account>.z<N>.blob.storage.azure.net`
+_AZURE_HOST = re.compile(r"^[a-z0-9]{3,24}\.((blob|file|dfs)\.core\.windows\.net|z[0-9]+\.blob\.storage\.azure\.net)$")
+# fsspec and Hadoop spellings of the same stores (gcsfs `gcs://`; adlfs `az://`; Hadoop ABFS `abfs[s]://`)
+SCHEME_ALIASES = {"gcs": "gs", "az": "azure", "abfs": "azure", "abfss": "azure"}
 _S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _GS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_TWO_PARTS = re.compile(r"^[^/:]+/[^/:]+(:[^/]+)?$")
+_TWO_PARTS = re.compile(r"^[^/:]+/[^/:]+(:[^/]+)?(/.*)?$")  # owner/model[:revision][/subdir]
 
 
 @dataclass
@@ -153,12 +149,13 @@ def shared_claim_rwx(
         names = ", ".join(f'"{u.claim}"' for u in shared)
         return Skipped(f"no cluster facts to look up the access mode of claim {names}, which several pods "
                        "mount read-write", looked=False)
-    return [f for use in shared for f in _claim_findings(use, workload.namespace or "default", params, context.facts)]
+    return [f for use in shared for f in _claim_findings(use, workload, params, context.facts)]
 
 
 def _claim_findings(
-    use: ClaimUse, namespace: str, params: SharedClaimParams, facts: ClusterFacts,
+    use: ClaimUse, workload: Workload, params: SharedClaimParams, facts: ClusterFacts,
 ) -> Iterator[Finding | Unchecked]:
+    namespace = workload.namespace or "default"
     who = f"{use.pods} pods ({use.roles()}) mount it read-write"
     pvc = facts.pvc(namespace, use.claim)
     if pvc is None:
@@ -169,48 +166,85 @@ def _claim_findings(
             yield Finding(use.path, "claim not found", f'PersistentVolumeClaim "{namespace}/{use.claim}" is not in the '
                           f"cluster; {who}", "create the claim with accessModes [ReadWriteMany] first, or fix its name")
         return
-    spec = _dict(pvc.get("spec"))
-    modes = [str(m) for m in as_list(spec.get("accessModes"))]
-    if RWX not in modes:
-        yield Finding(use.path, "shared claim not ReadWriteMany",
-                      f'claim "{use.claim}" has accessModes [{", ".join(modes)}] but {who}',
-                      "use a ReadWriteMany claim on a shared file system (EFS, Filestore, Azure Files, CephFS, NFS), "
-                      "or give each replica its own claim")
+    claim = claim_storage(pvc, facts)
+    mounted = next((ptr for paths in use.mounts.values() for ptr in paths.values()), None)
+    if claim.volume_mode == "Block" and mounted is not None:
+        yield Finding(mounted, "block claim mounted as a directory", f'claim "{use.claim}" is volumeMode Block, a raw '
+                      "device that pods attach under volumeDevices, but it is mounted at a mountPath",
+                      "use a volumeMode Filesystem claim for files such as checkpoints")
         return
-    provisioner = _provisioner(spec, facts)
-    verdict = classify(provisioner, params.extra_rwx_provisioners)
-    if verdict == "rwo":
-        yield Finding(use.path, "provisioner cannot share", f'claim "{use.claim}" asks for {RWX} but its class is '
-                      f"provisioned by {provisioner}, which only attaches to one node; {who}",
-                      "use a storage class whose driver supports ReadWriteMany")
-    elif verdict == "unknown" and params.require_known_provisioner:
-        yield Finding(use.path, "provisioner not known to share", f'claim "{use.claim}" is provisioned by '
-                      f"{provisioner or 'an unknown driver'}, not known to support {RWX}; {who}",
-                      "use a known ReadWriteMany driver or list yours in extraRwxProvisioners")
+    modes = ", ".join(claim.modes)
+    if RWOP in claim.modes:
+        yield Finding(use.path, "shared claim is ReadWriteOncePod",
+                      f'claim "{use.claim}" is {RWOP}: one pod only, even on one node; {who}',
+                      "use a ReadWriteMany claim, or give each replica its own claim")
+    elif RWX not in claim.modes:
+        if not _on_one_node(workload):  # ReadWriteOnce lets the pods of one node share it
+            yield Finding(use.path, "shared claim not ReadWriteMany",
+                          f'claim "{use.claim}" has accessModes [{modes}]: ReadWriteOnce lets pods on one node share '
+                          f"it, but these pods may run on several nodes; {who}",
+                          "use a ReadWriteMany claim on a shared file system (EFS, Filestore, Azure Files, CephFS, "
+                          "NFS), give each replica its own claim, or pin every pod to one node")
+    else:
+        yield from _driver_findings(use, claim, params, who)
 
 
-def _provisioner(spec: Mapping[str, Any], facts: ClusterFacts) -> str | None:
-    class_name = spec.get("storageClassName")
-    if class_name == "":  # explicitly no class: a pre-provisioned volume
-        return None
-    storage_class = facts.storage_class(str(class_name) if class_name else None)
-    value = storage_class.get("provisioner") if storage_class else None
-    return str(value) if value else None
+def _driver_findings(use: ClaimUse, claim: ClaimStorage, params: SharedClaimParams,
+                     who: str) -> Iterator[Finding | Unchecked]:
+    driver = DRIVERS.find(claim.driver, params.extra_rwx_provisioners)
+    named = f"{claim.driver} ({claim.found_in})" if claim.driver else "no known driver"
+    if driver is None:
+        if params.require_known_provisioner:
+            yield Finding(use.path, "provisioner not known to share", f'claim "{use.claim}" is provisioned by {named}, '
+                          f"not known to support {RWX}; {who}",
+                          "use a known ReadWriteMany driver or list yours in extraRwxProvisioners")
+        else:
+            yield Unchecked(f'claim "{use.claim}" is provisioned by {named}, which the driver table does not know, '
+                            f"so whether it shares {RWX} is not checked")
+        return
+    sharing = driver.sharing(claim.volume_mode)
+    if sharing in ("rwo", "none"):
+        yield Finding(use.path, "provisioner cannot share", f'claim "{use.claim}" asks for {RWX} but {named} attaches '
+                      f"{claim.volume_mode} volumes to one node only; {who}",
+                      "use a storage class whose driver shares ReadWriteMany file systems")
+    elif sharing == "conditional":
+        yield Unchecked(f'claim "{use.claim}" on {driver.driver}: {driver.condition}')
 
 
-def classify(provisioner: str | None, extra: Sequence[str] = ()) -> str:
-    """`rwx`, `rwo` or `unknown`; `<prefix>.<driver>` (Rook) matches `<driver>`."""
-    if not provisioner:
-        return "unknown"
+def _on_one_node(workload: Workload) -> bool:
+    """Every pod pinned to the same node (`nodeName`, or a `kubernetes.io/hostname` nodeSelector)."""
+    nodes = set()
+    for template in workload.templates:
+        selector = template.spec.get("nodeSelector")
+        host = selector.get(HOSTNAME_LABEL) if isinstance(selector, dict) else None
+        nodes.add(template.spec.get("nodeName") or host)
+    return len(nodes) == 1 and None not in nodes
 
-    def matches(drivers: Sequence[str]) -> bool:
-        return any(provisioner == d or provisioner.endswith("." + d) for d in drivers)
 
-    if matches(extra):
-        return "rwx"
-    if matches(RWO_PROVISIONERS):
-        return "rwo"
-    return "rwx" if matches(RWX_PROVISIONERS) else "unknown"
+# --- storage.checkpoint-posix -----------------------------------------------------------------
+
+
+@check("storage.checkpoint-posix", "a claim pods write is on a file system that can rename", NoParams)
+def checkpoint_posix(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+    written = [u for u in claim_uses(workload).values() if u.writable]
+    if not written:
+        return Skipped("no claim is mounted read-write")
+    if not context.facts.known:
+        names = ", ".join(f'"{u.claim}"' for u in written)
+        return Skipped(f"no cluster facts to find the driver of claim {names}", looked=False)
+    namespace = workload.namespace or "default"
+    findings = []
+    for use in written:
+        pvc = context.facts.pvc(namespace, use.claim)
+        claim = claim_storage(pvc, context.facts) if pvc is not None else None
+        driver = DRIVERS.find(claim.driver) if claim is not None else None
+        if claim is not None and driver is not None and not driver.posix:
+            findings.append(Finding(use.path, "claim cannot rename", f'claim "{use.claim}" is an object store mounted '
+                                    f"by {driver.driver} ({claim.found_in}), which does not rename files; checkpoint "
+                                    "writers write a temporary file and rename it (PyTorch DCP's .metadata)",
+                                    "checkpoint to a POSIX file system (EFS, FSx for Lustre, Filestore, CephFS), or "
+                                    "write to the object store through its API (s3://, gs://)"))
+    return findings
 
 
 # --- storage.checkpoint-uri -------------------------------------------------------------------
@@ -241,17 +275,18 @@ def checkpoint_uri(workload: Workload, params: UriParams, context: Context) -> l
 
 
 def uri_finding(ptr: str, uri: str, allowed: list[str]) -> Finding | None:
-    fix = f"use one of: {', '.join(f'{s}://' if s != 'azure' else 'Azure https://' for s in allowed)}"
+    fix = f"use one of: {', '.join(f'{s}://' if s != 'azure' else 'Azure https:// or az://' for s in allowed)}"
     match = _SCHEME.match(uri)
     if not match:
         return Finding(ptr, "uri has no scheme", f'"{uri}" does not start with <scheme>://', fix)
-    scheme, rest = match.group(1), match.group(2)
-    host = rest.split("/", 1)[0]
-    names = {scheme, "azure"} if scheme == "https" and _AZURE_HOST.match(host) else {scheme}
-    if not names & set(allowed):
-        shown = "Azure https" if "azure" in names else scheme
+    written, rest = match.group(1), match.group(2)
+    scheme = written.lower()  # RFC 3986: schemes are case-insensitive
+    host = rest.split("/", 1)[0].lower()
+    store = "azure" if scheme in ("http", "https") and _AZURE_HOST.match(host) else SCHEME_ALIASES.get(scheme, scheme)
+    if store not in allowed and scheme not in allowed:
+        shown = f"Azure {written}" if store == "azure" else written
         return Finding(ptr, "uri scheme not allowed", f'"{uri}" uses {shown}', fix)
-    problem = _shape_problem("azure" if "azure" in names else scheme, rest)
+    problem = _shape_problem(scheme if scheme in ("az", "abfs", "abfss") else store, rest)
     return Finding(ptr, "uri malformed", f'"{uri}" {problem}', "write it as the scheme expects") if problem else None
 
 
@@ -269,6 +304,12 @@ def _shape_problem(scheme: str, rest: str) -> str | None:
         return None if first and tail.strip("/") else "needs a registry and a repository: oci://<registry>/<repo>"
     if scheme == "azure":
         return None if tail.split("/", 1)[0] else "needs a container: https://<account>.blob.core.windows.net/<container>"
+    if scheme == "az":
+        return None if first else "needs a container: az://<container>/<path>"
+    if scheme in ("abfs", "abfss"):
+        container, at, account = first.partition("@")
+        return None if container and at and account else \
+            f"needs a container and an account: {scheme}://<container>@<account>.dfs.core.windows.net/<path>"
     if scheme in ("http", "https"):
         return None if first and tail else f"needs a host and a path: {scheme}://<host>/<path>"
     if scheme == "file":

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from control_plane import ControlPlane
 from e2e_objects import pytorchjob, trainingjob
-from e2e_webhook import WebhookProcess, until_verdict
+from e2e_webhook import WebhookProcess, dry_run, eventually, until_verdict
 
 pytestmark = pytest.mark.e2e
 
@@ -31,6 +31,20 @@ def claim(name: str, class_name: str) -> dict[str, Any]:
 def checkpointed_job(name: str, claim_name: str) -> dict[str, Any]:
     job = trainingjob(name, replicas=4, checkpoint={"claimName": claim_name, "mountPath": "/checkpoints"})
     return job
+
+
+def static_volume(name: str, driver: str) -> dict[str, Any]:
+    """A pre-created PersistentVolume, as S3 Mountpoint and most EFS volumes are: no StorageClass names its driver."""
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                     "persistentVolumeReclaimPolicy": "Retain",
+                     "csi": {"driver": driver, "volumeHandle": f"{name}-handle"}}}
+
+
+def bound_claim(name: str, volume: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
+                     "resources": {"requests": {"storage": "1Ti"}}}}
 
 
 def mig_node(name: str, allocatable: dict[str, str]) -> dict[str, Any]:
@@ -62,6 +76,39 @@ def test_checkpoint_claim_on_a_single_node_provisioner_is_refused_for_four_repli
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=checkpointed_job("resnet-efs", "ckpt-efs")).check()
     stored = cluster.get_object("trainingjob", "resnet-efs", namespace)
     assert stored["spec"]["checkpoint"]["claimName"] == "ckpt-efs"
+
+
+def test_an_in_tree_ebs_class_is_judged_as_the_ebs_driver_it_migrates_to(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    gp2 = f"e2e-gp2-{uuid.uuid4().hex[:5]}"  # EKS's default class still names the in-tree provisioner
+    cluster.kubectl("create", "-f", "-", stdin=storage_class(gp2, "kubernetes.io/aws-ebs")).check()
+    cluster.kubectl("create", "-n", namespace, "-f", "-", stdin=claim("ckpt-gp2", gp2)).check()
+    job = checkpointed_job("resnet-gp2", "ckpt-gp2")
+    tag = "[storage/storage.shared-claim-rwx] provisioner cannot share"
+    until_verdict(cluster, job, namespace, denied_with=tag)
+    refused = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=job)
+    assert refused.code == 1 and tag in refused.stderr, refused
+    assert f"kubernetes.io/aws-ebs (StorageClass {gp2})" in refused.stderr, refused
+
+
+def test_a_static_volume_is_judged_by_its_driver_and_an_object_store_gets_the_rename_warning(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    suffix = uuid.uuid4().hex[:5]
+    efs, s3 = f"e2e-efs-pv-{suffix}", f"e2e-s3-pv-{suffix}"
+    cluster.kubectl("create", "-f", "-", stdin=[static_volume(efs, "efs.csi.aws.com"),
+                                                static_volume(s3, "s3.csi.aws.com")]).check()
+    cluster.kubectl("create", "-n", namespace, "-f", "-", stdin=[bound_claim("ckpt-efs", efs),
+                                                                 bound_claim("ckpt-s3", s3)]).check()
+    warning = "Warning: [storage/storage.checkpoint-posix] claim cannot rename"
+    on_s3 = checkpointed_job("resnet-s3", "ckpt-s3")
+    eventually("the rename warning for a checkpoint on S3 Mountpoint",  # once the watches have the PVs and claims
+               lambda: (r if (r := dry_run(cluster, on_s3, namespace)).ok and warning in r.stderr else None), 30.0)
+    stored = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=on_s3)
+    assert stored.ok and warning in stored.stderr, stored
+
+    on_efs = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=checkpointed_job("resnet-efs", "ckpt-efs"))
+    assert on_efs.ok and "storage.checkpoint-posix" not in on_efs.stderr, on_efs
+    assert "storage.shared-claim-rwx" not in on_efs.stderr, on_efs  # efs shares, and the rule could look
 
 
 def test_mig_profile_no_node_advertises_is_refused_when_the_policy_reads_node_inventory(

@@ -58,7 +58,8 @@ def test_deny_readwriteonce_claim_shared_by_three_pods_at_the_volume():
     (finding,) = decision.violations[0].findings
     assert finding.reason == "shared claim not ReadWriteMany"
     assert finding.path == JOB_CLAIM
-    assert 'claim "data" has accessModes [ReadWriteOnce] but 3 pods (job ×3)' in finding.detail
+    assert finding.detail == ('claim "data" has accessModes [ReadWriteOnce]: ReadWriteOnce lets pods on one node '
+                              "share it, but these pods may run on several nodes; 3 pods (job ×3) mount it read-write")
 
 
 def test_deny_readwriteoncepod_claim_shared_by_three_pods():
@@ -102,10 +103,13 @@ def test_allow_rook_namespace_prefixed_cephfs_and_deny_rook_rbd():
     assert rwx(SHARED_JOB, with_facts=facts(storage_class=rbd)) is Outcome.FAIL
 
 
-def test_unknown_provisioner_passes_unless_a_known_one_is_required():
+def test_unknown_provisioner_is_a_skip_naming_it_unless_a_known_one_is_required():
     in_house = change(CLASS, "/provisioner", "team.nas.example.com")
     strict = {"requireKnownProvisioner": True}
-    assert rwx(SHARED_JOB, with_facts=facts(storage_class=in_house)) is Outcome.PASS
+    (result,) = decide(SHARED_JOB, "storage.shared-claim-rwx", facts=facts(storage_class=in_house)).results
+    assert result.outcome is Outcome.SKIP
+    assert result.unchecked == ('claim "data" is provisioned by team.nas.example.com (StorageClass shared), which the '
+                                "driver table does not know, so whether it shares ReadWriteMany is not checked",)
     assert rwx(SHARED_JOB, strict, with_facts=facts(storage_class=in_house)) is Outcome.FAIL
 
 
@@ -126,7 +130,8 @@ def test_claim_with_empty_class_name_is_pre_provisioned_and_never_takes_the_defa
     static = change(PVC, "/spec/storageClassName", "")
     ebs_default = change(change(CLASS, "/provisioner", "ebs.csi.aws.com"),
                          "/metadata/annotations", {"storageclass.kubernetes.io/is-default-class": "true"})
-    assert rwx(SHARED_JOB, with_facts=facts(static, ebs_default)) is Outcome.PASS
+    (result,) = decide(SHARED_JOB, "storage.shared-claim-rwx", facts=facts(static, ebs_default)).results
+    assert result.outcome is Outcome.SKIP and "provisioned by no known driver" in result.unchecked[0]
 
 
 def test_deny_claim_missing_from_the_cluster_and_warn_when_bound_with_warn():

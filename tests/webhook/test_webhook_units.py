@@ -233,11 +233,30 @@ def storage_class(name: str, default: bool = False) -> dict:
 
 def test_facts_are_known_only_once_every_kind_was_listed():
     facts = WatchedFacts()
-    for kind in ("Namespace", "PersistentVolumeClaim", "StorageClass", "TrainingRuntime", "ClusterTrainingRuntime"):
+    for kind in ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "TrainingRuntime",
+                 "ClusterTrainingRuntime"):
         facts.replace(kind, [])
         assert facts.known is False
     facts.replace("Node", [node("a")])
     assert facts.known is True
+
+
+def test_a_persistent_volume_is_kept_with_its_driver_and_modes_only():
+    facts = WatchedFacts()
+    pv = {"metadata": {"name": "s3-pv", "uid": "u", "managedFields": [{}]},
+          "spec": {"accessModes": ["ReadWriteMany"], "capacity": {"storage": "1Ti"}, "mountOptions": ["allow-delete"],
+                   "csi": {"driver": "s3.csi.aws.com", "volumeHandle": "h", "volumeAttributes": {"bucketName": "b"}}},
+          "status": {"phase": "Available"}}
+    facts.replace("PersistentVolume", [pv])
+    nfs = {"metadata": {"name": "nfs-pv"}, "spec": {"nfs": {"server": "nas", "path": "/x"}}}
+    facts.apply("PersistentVolume", "ADDED", nfs)
+    assert facts.persistent_volume("s3-pv") == {
+        "kind": "PersistentVolume", "metadata": {"name": "s3-pv"},
+        "spec": {"accessModes": ["ReadWriteMany"], "csi": {"driver": "s3.csi.aws.com"}}}
+    assert facts.persistent_volume("nfs-pv") == {"kind": "PersistentVolume", "metadata": {"name": "nfs-pv"},
+                                                 "spec": {"nfs": {}}}
+    facts.apply("PersistentVolume", "DELETED", nfs)
+    assert facts.persistent_volume("nfs-pv") is None
 
 
 def test_watch_events_add_change_and_remove_facts():
