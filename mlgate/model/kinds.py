@@ -113,6 +113,12 @@ class Gang(Strict):
     settingsFor: list[Scheduler] = Field(default_factory=list)  # schedulers that read the fields above
     queueLabelFor: list[Scheduler] = Field(default_factory=list)  # schedulers that read a queue label off the object
     podMarkers: bool = True  # false: the kind's controller marks the pods itself
+    # schedulers that group this kind's pods by their owner themselves (Volcano's podgroup controller for a batch
+    # Job): the pods get the scheduler's name and queue but no group marker, the object its minimum
+    ownerGroups: list[Scheduler] = Field(default_factory=list)
+    # schedulers that gang this kind's pods only through a PodGroup someone creates (no operator does it): the
+    # markers are written, and gang.size says which PodGroup must exist
+    needsPodGroup: list[Scheduler] = Field(default_factory=list)
     # true: one object is one member of a group of separate objects (a Kueue plain-pod group of Pods), so the
     # group's size is not this object's pod count
     groupSpansObjects: bool = False

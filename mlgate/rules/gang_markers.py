@@ -18,7 +18,8 @@ from mlgate.rules.common import NAME_PART, pod_effective, quantity
 
 LABELS, ANNOTATIONS = "labels", "annotations"
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"
-VOLCANO_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
+VOLCANO_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"  # read off a pod's owner, never the pod
+VOLCANO_UNREAD_GROUP = "scheduling.volcano.sh/group-name"
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
@@ -30,7 +31,8 @@ KAI_QUEUE = "kai.scheduler/queue"
 Key = tuple[str, str]  # (labels | annotations, key)
 Aliases = tuple[Key, ...]  # the first is the one gang.inject writes
 GROUP: dict[str, Aliases] = {
-    "volcano": ((ANNOTATIONS, VOLCANO_GROUP), (ANNOTATIONS, "scheduling.volcano.sh/group-name")),
+    # `scheduling.volcano.sh/group-name` is a constant Volcano's scheduler never reads (job_info.go getJobID): no alias
+    "volcano": ((ANNOTATIONS, VOLCANO_GROUP),),
     "coscheduling": ((LABELS, "scheduling.x-k8s.io/pod-group"),),
     "kueue": ((LABELS, KUEUE_GROUP), (ANNOTATIONS, KUEUE_GROUP)),
     "yunikorn": ((LABELS, YUNIKORN_APP), (LABELS, "applicationId"), (ANNOTATIONS, YUNIKORN_APP)),
@@ -50,12 +52,21 @@ MARKERS: Aliases = tuple(dict.fromkeys(k for aliases in MARKER_GROUPS for k in a
 # worked out in gang.py (MARKER_VALUES); one that comes out None (no queue, no minMember) is not written.
 # KAI writes no group: its pod grouper creates the PodGroup from the owner itself.
 WRITES: dict[str, tuple[tuple[Aliases, str], ...]] = {
-    "volcano": ((GROUP["volcano"], "job-name"), (((ANNOTATIONS, VOLCANO_MIN_MEMBER),), "min-member")),
+    "volcano": ((GROUP["volcano"], "job-name"),),
     "coscheduling": ((GROUP["coscheduling"], "job-label"),),
     "kueue": ((GROUP["kueue"], "job-label"), (((ANNOTATIONS, KUEUE_TOTAL),), "pods")),
     "yunikorn": ((GROUP["yunikorn"], "app-id"), (((ANNOTATIONS, YUNIKORN_TASK_GROUP),), "task-group"),
                  (((ANNOTATIONS, YUNIKORN_TASK_GROUPS),), "task-groups")),
     "kai": (),
+}
+# What gang.inject writes on the object's own metadata where the kind's `ownerGroups` names the scheduler: Volcano
+# reads the minimum off the pods' owner (`getMinMemberFromUpperRes`), and without it groups them with minMember 1.
+OWNER_WRITES: dict[str, tuple[tuple[Key, str], ...]] = {"volcano": (((ANNOTATIONS, VOLCANO_MIN_MEMBER), "minimum"),)}
+# The PodGroup a scheduler needs where the kind's `needsPodGroup` names it, and how pods name it
+POD_GROUPS: dict[str, str] = {
+    "volcano": f"a scheduling.volcano.sh/v1beta1 PodGroup named by annotation {VOLCANO_GROUP}",
+    "coscheduling": "a scheduling.x-k8s.io/v1alpha1 PodGroup named by label scheduling.x-k8s.io/pod-group",
+    "kai": "a scheduling.run.ai/v2alpha2 PodGroup named by annotation pod-group-name",
 }
 SCHEDULER_NAMES = {"volcano": "volcano", "coscheduling": "scheduler-plugins-scheduler", "yunikorn": "yunikorn",
                    "kai": "kai-scheduler", "kueue": None}
@@ -158,10 +169,13 @@ def _requests(container: dict[str, Any]) -> dict[str, Decimal]:
 
 
 def _text(number: Decimal) -> str:
+    if number != number.to_integral_value():
+        return f"{int(number * 1000)}m"
+    whole = int(number)  # Python integers: Decimal's own % gives up past its precision (a fuzzed 1e40Gi)
     for suffix, unit in (("Gi", 2**30), ("Mi", 2**20)):
-        if number >= unit and number % unit == 0:
-            return f"{int(number / unit)}{suffix}"
-    return str(int(number)) if number == number.to_integral_value() else f"{int(number * 1000)}m"
+        if whole >= unit and whole % unit == 0:
+            return f"{whole // unit}{suffix}"
+    return str(whole)
 
 
 def _show(value: Any) -> str:
@@ -169,7 +183,9 @@ def _show(value: Any) -> str:
 
 
 def parse_task_groups(raw: str) -> tuple[dict[str, int], str | None]:
-    """Task-group name → minMember, or the reason the annotation is unusable."""
+    """Task-group name → minMember, or the reason YuniKorn would refuse the annotation (yunikorn-k8shim
+    pkg/cache/utils.go `GetTaskGroupsFromAnnotation`; it then only records a TaskGroupsError event and schedules
+    the app without a gang)."""
     try:
         data = json.loads(raw)
     except ValueError as exc:
@@ -179,14 +195,24 @@ def parse_task_groups(raw: str) -> tuple[dict[str, int], str | None]:
     groups: dict[str, int] = {}
     for index, item in enumerate(data):
         name = item.get("name") if isinstance(item, dict) else None
-        minimum = item.get("minMember") if isinstance(item, dict) else None
         if not isinstance(name, str) or not name:
             return {}, f"has item {index} without a name"
         if name in groups:
             return {}, f'defines task group "{name}" twice'
-        if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 0:
-            return {}, f'gives task group "{name}" minMember {_show(minimum)}, not a whole number ≥ 0'
-        if not isinstance(item.get("minResource", {}), dict):
-            return {}, f'gives task group "{name}" a minResource that is not an object'
-        groups[name] = minimum
+        problem = _task_group_problem(item)
+        if problem:
+            return {}, f'gives task group "{name}" {problem}'
+        groups[name] = item["minMember"]
     return groups, None
+
+
+def _task_group_problem(item: dict[str, Any]) -> str | None:
+    minimum, resources = item.get("minMember"), item.get("minResource")
+    if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 1:
+        return f"minMember {_show(minimum)}, not a whole number ≥ 1"
+    if not isinstance(resources, dict):
+        return "no minResource object" if resources is None else "a minResource that is not an object"
+    if "pods" in resources or ("cpu" in resources and "vcore" in resources):
+        return "a minResource that names pods, or both cpu and vcore, which YuniKorn counts as one"
+    negative = sorted(r for r, v in resources.items() if (amount := quantity(v)) is None or amount < 0)
+    return f"a minResource with {', '.join(negative)} not a non-negative quantity" if negative else None

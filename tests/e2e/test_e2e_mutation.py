@@ -122,3 +122,21 @@ def test_replacing_a_gang_job_with_its_manifest_as_written_keeps_the_gang_settin
         webhook: WebhookProcess, cluster: ControlPlane, make_namespace: NamespaceFactory, tmp_path: Path) -> None:
     namespace = volcano_namespace(cluster, make_namespace, trainingjob("probe"))
     replace_with_original(cluster, in_namespace(trainingjob("bert-base"), namespace), tmp_path)
+
+
+def test_a_batch_job_is_grouped_by_volcano_through_its_owner_and_carries_no_group_name(
+        webhook: WebhookProcess, cluster: ControlPlane, make_namespace: NamespaceFactory) -> None:
+    namespace = volcano_namespace(cluster, make_namespace, trainingjob("probe"))
+    container = {"name": "train", "image": "registry.example/train:1.0", "resources": {"limits": {"nvidia.com/gpu": 1}}}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "shards", "namespace": namespace},
+           "spec": {"parallelism": 3, "completions": 3,
+                    "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}}
+    cluster.kubectl("apply", "-f", "-", stdin=job).check()
+    live = cluster.get_object("job", "shards", namespace)
+    # Volcano's podgroup controller reads the minimum off the pods' owner; a group-name annotation would need a
+    # PodGroup of that name, which nothing creates for a Job, and leave the pods Pending
+    assert live["metadata"]["annotations"]["scheduling.volcano.sh/group-min-member"] == "3", to_yaml(live)
+    template = live["spec"]["template"]
+    assert template["spec"]["schedulerName"] == "volcano"
+    assert GROUP_NAME not in (template["metadata"].get("annotations") or {}), to_yaml(live)
+    assert template["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "default"

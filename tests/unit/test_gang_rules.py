@@ -73,10 +73,10 @@ def test_inject_twice_changes_nothing(scheduler, build):
 
 
 def test_inject_escapes_slashes_in_annotation_keys_of_the_patch():
-    obj = change(pod(), "/metadata/annotations", {"team": "vision"})
+    obj = change(job(parallelism=2), "/metadata/annotations", {"team": "vision"})
     ops = decide(obj, "gang.inject", {"scheduler": "volcano"}).patch
-    assert {"op": "add", "path": "/metadata/annotations/scheduling.k8s.io~1group-name", "value": "trainer"} in ops
-    assert {"op": "add", "path": "/spec/schedulerName", "value": "volcano"} in ops
+    assert {"op": "add", "path": "/metadata/annotations/scheduling.volcano.sh~1group-min-member", "value": "2"} in ops
+    assert {"op": "add", "path": "/spec/template/spec/schedulerName", "value": "volcano"} in ops
 
 
 def test_inject_escapes_kueue_total_count_key_in_the_patch():
@@ -118,7 +118,8 @@ def test_inject_leaves_a_trainingjob_that_opted_out_alone():
 def test_inject_fills_kubeflow_min_available_and_volcano_queue():
     mutated = inject(pytorchjob(workers=3), "volcano", queue="research", minMember=9)
     assert mutated["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 4, "queue": "research"}
-    assert meta(mutated, WORKER_META)["annotations"]["scheduling.volcano.sh/group-min-member"] == "4"
+    # Volcano reads the minimum off the PodGroup training-operator makes from minAvailable, never off a pod
+    assert "scheduling.volcano.sh/group-min-member" not in meta(mutated, WORKER_META)["annotations"]
 
 
 def test_inject_does_not_group_a_running_job_that_had_no_gang_on_update():
@@ -261,10 +262,17 @@ def test_deny_update_that_changes_the_queue():
 
 
 def test_deny_update_that_removes_the_group():
-    old = inject(job(parallelism=2), "volcano")
-    new = change(old, "/spec/template/metadata/annotations", DELETE)
+    old = inject(pytorchjob(), "volcano")
+    new = change(old, WORKER_META + "/annotations", DELETE)
     decision = decide(new, "gang.immutable", operation="UPDATE", old_obj=old)
-    assert "annotation scheduling.k8s.io/group-name of job pods was removed" in decision.deny_message()
+    assert "annotation scheduling.k8s.io/group-name of Worker pods was removed" in decision.deny_message()
+
+
+def test_deny_update_that_removes_the_minimum_volcano_reads_off_a_job():
+    old = inject(job(parallelism=2), "volcano")
+    new = change(old, "/metadata/annotations", DELETE)
+    decision = decide(new, "gang.immutable", operation="UPDATE", old_obj=old)
+    assert "annotation scheduling.volcano.sh/group-min-member was removed" in decision.deny_message()
 
 
 def test_deny_update_of_trainingjob_min_member():
@@ -274,20 +282,14 @@ def test_deny_update_of_trainingjob_min_member():
     assert decision.violations[0].findings[0].path == "/spec/scheduling/minMember"
 
 
-def test_allow_update_that_only_switches_the_volcano_group_annotation_to_its_alias():
+def test_switching_to_the_group_key_volcano_reads_is_adding_the_group():
+    # scheduling.volcano.sh/group-name is no alias: Volcano's scheduler never reads it
     old = change(pytorchjob(), WORKER_META + "/annotations", {"scheduling.volcano.sh/group-name": "mnist"})
     new = change(pytorchjob(), WORKER_META + "/annotations", {"scheduling.k8s.io/group-name": "mnist"})
-    assert outcome(new, "gang.immutable", operation="UPDATE", old_obj=old) is Outcome.PASS
-    assert outcome(old, "gang.immutable", operation="UPDATE", old_obj=new) is Outcome.PASS
-
-
-def test_deny_update_that_switches_alias_and_changes_the_group_once_at_the_new_key():
-    old = change(pytorchjob(), WORKER_META + "/annotations", {"scheduling.volcano.sh/group-name": "mnist"})
-    new = change(pytorchjob(), WORKER_META + "/annotations", {"scheduling.k8s.io/group-name": "other"})
     decision = decide(new, "gang.immutable", operation="UPDATE", old_obj=old)
     (finding,) = decision.violations[0].findings
     assert finding.path == WORKER_META + "/annotations/scheduling.k8s.io~1group-name"
-    assert 'changed from "mnist" to "other"' in finding.detail
+    assert finding.detail == 'annotation scheduling.k8s.io/group-name of Worker pods was added ("mnist")'
 
 
 # --- a Job runs at most min(parallelism, completions) pods at once
