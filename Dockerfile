@@ -3,17 +3,18 @@
 #   docker run --rm -p 8443:8443 mlgate:0.1.0          (dev certificates under /tmp/mlgate)
 # In the cluster, manifests/deployment.yaml passes the certificate, the policy mount and --in-cluster.
 
-# --- build: install mlgate and its pinned dependencies into a venv ---------------------------------
+# --- build: install mlgate and the dependencies requirements.lock pins into a venv ----------------
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 RUN python -m venv /opt/mlgate
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY mlgate ./mlgate
 COPY webhook ./webhook
 COPY certs ./certs
 COPY operator ./operator
-RUN /opt/mlgate/bin/pip install . \
+RUN /opt/mlgate/bin/pip install --require-hashes -r requirements.lock \
+ && /opt/mlgate/bin/pip install --no-deps . \
  && /opt/mlgate/bin/python -m compileall -q /opt/mlgate/lib \
  && /opt/mlgate/bin/pip uninstall -y pip setuptools
 

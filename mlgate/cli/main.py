@@ -98,11 +98,11 @@ class TransportGroup(click.Group):
     `operator` from the reconciler), imported only when one of them is asked for: `mlgate --version` and
     `mlgate validate` never pay for them."""
 
-    TRANSPORTS: ClassVar[dict[str, tuple[str, str]]] = {
-        "serve": ("mlgate_webhook.commands", "serve"),
-        "certs": ("mlgate_webhook.commands", "certs"),
-        "admission-review": ("mlgate_webhook.commands", "admission_review"),
-        "operator": ("mlgate_reconciler.command", "operator"),
+    TRANSPORTS: ClassVar[dict[str, tuple[str, str, str]]] = {  # command: module, attribute, the extra it needs
+        "serve": ("mlgate_webhook.commands", "serve", "server"),
+        "certs": ("mlgate_webhook.commands", "certs", "server"),
+        "admission-review": ("mlgate_webhook.commands", "admission_review", "server"),
+        "operator": ("mlgate_reconciler.command", "operator", "reconciler"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -111,11 +111,32 @@ class TransportGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.TRANSPORTS:
             import importlib
+            import importlib.util
 
-            module, name = self.TRANSPORTS[cmd_name]
+            module, name, extra = self.TRANSPORTS[cmd_name]
+            # a light install (`pip install mlgate`) has the CLI only; the transports import their stack late
+            missing = next((m for m in EXTRAS[extra] if importlib.util.find_spec(m) is None), None)
+            if missing is not None:
+                return _needs_extra(cmd_name, extra, missing)
             command: click.Command = getattr(importlib.import_module(module), name)
             return command
         return super().get_command(ctx, cmd_name)
+
+
+# The modules each extra of pyproject.toml brings, as imported
+EXTRAS = {"server": ("fastapi", "uvicorn", "cryptography", "kubernetes", "prometheus_client"),
+          "reconciler": ("kubernetes", "prometheus_client", "cryptography")}
+
+
+def _needs_extra(command: str, extra: str, missing: str) -> click.Command:
+    """A stand-in for a transport whose dependencies are not installed: it says which extra brings them."""
+    message = f"`mlgate {command}` needs {missing}, which comes with mlgate[{extra}]: pip install 'mlgate[{extra}]'"
+
+    def refuse() -> None:
+        fail(message)
+
+    return click.Command(command, callback=refuse, help=message, short_help=f"(needs mlgate[{extra}])",
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 
 @click.group(cls=TransportGroup, context_settings={"help_option_names": ["-h", "--help"]})
