@@ -16,6 +16,7 @@ from xml.etree import ElementTree as ET
 
 from mlgate import __version__
 from mlgate.cli.review import Item, Record
+from mlgate.model.results import unchecked_text
 from mlgate.rules.registry import catalog
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def junit(records: Sequence[Record]) -> str:
             failure = ET.SubElement(case, "failure", message=blocking[0] if blocking else "denied")
             failure.text = "\n".join(blocking)
         said = [f"{LABELS[level]} {line}" for level in ("warnings", "audit") for line in _lines(record, level)]
-        said += [f"SKIP [{u.policy}/{u.rule}] could not check: {u.reason}" for u in record.unchecked]
+        said += [f"SKIP [{u.policy}/{u.rule}] {unchecked_text(u.reason)}" for u in record.unchecked]
         if said:
             ET.SubElement(case, "system-out").text = "\n".join(said)
     return _xml(suite)
@@ -105,7 +106,7 @@ def sarif(records: Sequence[Record]) -> str:
             add(d.rule, d.policy, f"[{d.policy}/{d.rule}] and {d.count:,} more findings",
                 _location(uri, record.line), level=LEVELS[d.level])
         for u in record.unchecked:  # `open`: the tool could not tell pass from fail; SARIF then wants level none
-            add(u.rule, u.policy, f"[{u.policy}/{u.rule}] could not check: {u.reason}", _location(uri, record.line),
+            add(u.rule, u.policy, f"[{u.policy}/{u.rule}] {unchecked_text(u.reason)}", _location(uri, record.line),
                 kind="open", level="none")
         if record.status == "error":
             add("evaluate" if record.kind else "parse", "", record.error or "error", _location(uri, record.line),

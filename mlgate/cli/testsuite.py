@@ -36,7 +36,7 @@ from mlgate.engine.patch import diff
 from mlgate.loading.documents import Document, InputError, expand, read_documents
 from mlgate.loading.policies import PolicyLoadError, describe_validation_error, load_policy_paths
 from mlgate.model.facts import NO_FACTS, ClusterFacts, StaticFacts
-from mlgate.model.results import Decision, RuleResult
+from mlgate.model.results import Decision, RuleResult, unchecked_text
 
 
 class SuiteError(Exception):
@@ -192,7 +192,7 @@ def _said(result: RuleResult) -> str:
     """What the rule said, from its result's fields: its findings (or why it could not evaluate), what it could
     not look at, or why it was skipped."""
     said = [line.render() for line in result.lines()]
-    said += [f"[{result.policy}/{result.rule}] could not check: {reason}" for reason in result.unchecked]
+    said += [f"[{result.policy}/{result.rule}] {unchecked_text(reason)}" for reason in result.unchecked]
     return "; ".join(said) or result.note
 
 

@@ -17,6 +17,7 @@ from typing import IO
 import click
 
 from mlgate.cli.review import Dropped, Item, Record, Unlooked
+from mlgate.model.results import unchecked_text
 
 WIDTH = 100
 INDENT = " " * 7  # under the text after the label: "  DENY " is 7 characters, "  WARN " too
@@ -117,7 +118,7 @@ def _entry(source: str, level: str, item: Item, style: Style) -> str:
 
 
 def _skip(unlooked: Unlooked, style: Style) -> str:
-    return style.wrapped(f"  SKIP [{unlooked.policy}/{unlooked.rule}] could not check: {unlooked.reason}",
+    return style.wrapped(f"  SKIP [{unlooked.policy}/{unlooked.rule}] {unchecked_text(unlooked.reason)}",
                          INDENT, "SKIP")
 
 

@@ -70,6 +70,11 @@ class Finding:
         return f"{text}; {self.fix}" if self.fix else text
 
 
+def unchecked_text(reason: str) -> str:
+    """How every output says what a rule could not look at."""
+    return f"could not check: {reason}"
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     """One line a report says about a rule's result, as data: a finding, or (`finding` None) a text such as
@@ -214,7 +219,7 @@ class Decision:
     @property
     def unchecked_lines(self) -> list[Line]:
         """What enforcing rules could not look at (audit rules aside): said beside the verdict, never silent."""
-        return [Line(r.policy, r.rule, text=f"could not check: {reason}")
+        return [Line(r.policy, r.rule, text=unchecked_text(reason))
                 for r in self.results if r.action is not Action.AUDIT for reason in r.unchecked]
 
     @property
