@@ -244,11 +244,14 @@ def rules(output: str) -> None:
 
 @cli.command("mig-lint")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-def mig_lint(paths: tuple[str, ...]) -> None:
-    """Lint mig-parted `mig-configs` files against the per-model MIG tables and placements."""
+@click.option("--driver-before", type=click.Choice(["R510"]), default=None,
+              help="The GPUs run drivers older than this; R510: no 4g beside a 3g on A100 and A30.")
+def mig_lint(paths: tuple[str, ...], driver_before: str | None) -> None:
+    """Lint mig-parted `mig-configs` files, or ConfigMaps holding one, against the per-model MIG tables and
+    placements."""
     from mlgate.cli.miglint import lint_paths
 
-    problems, errors = lint_paths(paths)
+    problems, errors = lint_paths(paths, driver_before="R510" if driver_before == "R510" else None)
     for problem in problems:
         click.echo(problem)
     for error in errors:

@@ -1,16 +1,28 @@
-"""`mlgate mig-lint`: mig-parted layout files checked before they reach a node."""
+"""`mlgate mig-lint`: mig-parted layout files checked before they reach a node.
+
+A file is either a mig-parted config (`version`, `mig-configs`) or a ConfigMap holding one as a data value, as the
+GPU Operator ships its default (`default-mig-parted-config`, key `config.yaml`; NVIDIA/gpu-operator
+`assets/state-mig-manager/0400_configmap.yaml`). In a ConfigMap every data value that holds `mig-configs` is linted;
+its problems point into it (`/data/config.yaml/mig-configs/...`), at the file's own lines when the value is a
+literal block (`|`), whose lines are the file's.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from mlgate.loading.linemap import compose_with_lines, line_for
+from mlgate.loading.linemap import compose_with_lines, line_for, lines_of, load_with_node
+from mlgate.model import pointer
 from mlgate.rules.mig_layout import LayoutProblem, lint_mig_config, with_lines
+from mlgate.rules.mig_tables import DriverBefore
+
+LineOf = Callable[[str], int | None]
 
 
 @dataclass(frozen=True)
@@ -29,23 +41,83 @@ class FileProblem:
         return self.problem.render(self.filename)
 
 
-def lint_paths(paths: Sequence[str]) -> tuple[list[FileProblem], list[str]]:
+def lint_paths(paths: Sequence[str], driver_before: DriverBefore | None = None) -> tuple[list[FileProblem], list[str]]:
     """(the layout problems found, errors and warnings in file order; the files that could not be read or parsed):
     a report and its input errors, which the command keeps apart (stdout, exit 1 if any problem is an error;
-    stderr and exit 2)."""
+    stderr and exit 2). `driver_before="R510"` restores the pre-R510 rule (no 4g beside a 3g) for A100 and A30."""
     problems: list[FileProblem] = []
     errors: list[str] = []
     for path in paths:
         try:
-            data, lines = compose_with_lines(Path(path).read_text(encoding="utf-8"))
+            text = Path(path).read_text(encoding="utf-8")
+            data, node = load_with_node(text)
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(f"{path}: cannot read: {exc}")
             continue
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}" if mark else path
-            errors.append(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}")
+            errors.append(_yaml_error(path, exc))
             continue
-        found = with_lines(lint_mig_config(data), partial(line_for, lines))
-        problems.extend(FileProblem(path, problem) for problem in found)
+        lines = lines_of(node) if node is not None else {}
+        for found in _lint_document(data, node, partial(line_for, lines), driver_before):
+            problems.append(FileProblem(path, found))
     return problems, errors
+
+
+def _lint_document(data: Any, node: yaml.Node | None, line_of: LineOf,
+                   driver_before: DriverBefore | None) -> list[LayoutProblem]:
+    if not _is_config_map(data):
+        return with_lines(lint_mig_config(data, driver_before), line_of)
+    found: list[LayoutProblem] = []
+    linted = False
+    for key, value, value_node in _data_values(data, node):
+        base = pointer.join("/data", key)
+        try:
+            embedded, lines = compose_with_lines(value, first_line=_first_line(value_node) or 1)
+        except yaml.YAMLError as exc:
+            found.append(LayoutProblem(base, f"not valid YAML: {getattr(exc, 'problem', exc)}", line_of(base)))
+            continue
+        if not (isinstance(embedded, dict) and "mig-configs" in embedded):
+            continue  # another file the ConfigMap carries
+        linted = True
+        at_value = line_of(base)  # a quoted or folded value: its lines are not the file's
+        found += [replace(p, path=base + p.path, line=line_for(lines, p.path) if _first_line(value_node) else at_value)
+                  for p in lint_mig_config(embedded, driver_before)]
+    if not linted:
+        found.append(LayoutProblem("/data", "this ConfigMap holds no mig-parted config (a data value with "
+                                            "`version` and `mig-configs`)", line_of("/data")))
+    return found
+
+
+def _is_config_map(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("kind") == "ConfigMap" and "mig-configs" not in data
+
+
+def _data_values(data: dict[str, Any], node: yaml.Node | None) -> Iterator[tuple[str, str, yaml.Node | None]]:
+    """(key, text, value node) of each string in the ConfigMap's `data`."""
+    values = data.get("data")
+    if not isinstance(values, dict):
+        return
+    nodes = _children(_children(node).get("data"))
+    for key, value in values.items():
+        if isinstance(value, str):
+            yield str(key), value, nodes.get(str(key))
+
+
+def _children(node: yaml.Node | None) -> dict[str, yaml.Node]:
+    """The value nodes of a mapping node by key; none for anything else."""
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {str(k.value): v for k, v in node.value}
+
+
+def _first_line(node: yaml.Node | None) -> int | None:
+    """The file line of a literal block's first line of text (the line after its `|`), None for other styles."""
+    if isinstance(node, yaml.ScalarNode) and node.style == "|":
+        return node.start_mark.line + 2
+    return None
+
+
+def _yaml_error(path: str, exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}" if mark else path
+    return f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}"

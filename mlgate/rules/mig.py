@@ -1,12 +1,15 @@
 """NVIDIA MIG devices: profiles that exist, and nodes that offer them.
 
 Fields: `resources.limits` / `resources.requests` of init and regular containers, for `nvidia.com/mig-<profile>`
-(the k8s-device-plugin "mixed" strategy; `+` written as `.`, e.g. `nvidia.com/mig-1g.10gb.me`) and, for the
-"single" strategy, `nvidia.com/gpu` together with a pod `nodeSelector` or required node affinity (`In`) on
-`nvidia.com/gpu.product` whose value ends in `-MIG-<profile>` (e.g. `NVIDIA-A100-SXM4-40GB-MIG-1g.5gb`).
+(the k8s-device-plugin "mixed" strategy; `+` written as `.`, e.g. `nvidia.com/mig-1g.10gb.me`,
+`nvidia.com/mig-1g.24gb.me.all`, while `-me` stays `nvidia.com/mig-1g.24gb-me`) and, for the "single" strategy,
+`nvidia.com/gpu` together with a pod `nodeSelector` or required node affinity (`In`) on `nvidia.com/gpu.product`
+whose value ends in `-MIG-<profile>` (e.g. `NVIDIA-A100-SXM4-40GB-MIG-1g.5gb`).
 Allowed values: profiles of the GPU models in `mig_tables` (NVIDIA MIG user guide, mig-parted config-default.yaml);
-for a product label whose GPU model `mig_tables.model_of_product` can place, profiles of that model only (e.g.
-`NVIDIA-A100-SXM4-80GB-MIG-1g.5gb` is refused: 1g.5gb is an A100-40GB profile). Resource names must be qualified
+where the pod names its GPU model with a product label that `mig_tables.model_of_product` can place, profiles of
+that model only: a single-strategy product (`NVIDIA-A100-SXM4-80GB-MIG-1g.5gb` is refused: 1g.5gb is an A100-40GB
+profile), and under the mixed strategy the whole GPU's product in the nodeSelector or in every required node
+affinity term (`NVIDIA-H100-80GB-HBM3` with `nvidia.com/mig-1g.5gb` is refused). Resource names must be qualified
 names and product values label values (Kubernetes validation: alphanumerics, '-', '_', '.'), so
 `nvidia.com/mig-1g.5gb+me` is refused in favour of `nvidia.com/mig-1g.5gb.me`.
 Strategies (k8s-device-plugin `internal/lm/mig-strategy.go`, `internal/rm/rm.go`): under "single" every MIG device
@@ -38,13 +41,13 @@ from mlgate.rules.common import (
 from mlgate.rules.devices import FULL_GPU
 from mlgate.rules.mig_layout import closest, describe
 from mlgate.rules.mig_tables import (
-    MEDIA_SUFFIX,
     MIG_RESOURCE_PREFIX,
     MODELS,
     GpuModel,
     ModelKey,
     model_of_product,
     models_with,
+    profile_of_label,
     profile_of_resource,
     resource_name,
 )
@@ -89,19 +92,21 @@ def profile_exists(workload: Workload, params: ProfileParams, context: Context) 
     for template in workload.templates:
         asks, products = asks_of(template, with_full_gpu=False), mig_products(template)
         seen = seen or bool(asks or products)
-        findings += [f for a in asks if (f := _resource_finding(template, a, params))]
+        selected = selected_models(template)
+        findings += [f for a in asks if (f := _resource_finding(template, a, params, selected))]
         findings += [f for path, value in products if (f := _selector_finding(path, value, asks, params))]
     return findings if seen else Skipped("no MIG resources or MIG product selectors")
 
 
-def _resource_finding(template: PodTemplate, ask: Ask, params: ProfileParams) -> Finding | None:
+def _resource_finding(template: PodTemplate, ask: Ask, params: ProfileParams,
+                      selected: list[tuple[str, GpuModel]] | None) -> Finding | None:
     profile = profile_of_resource(ask.resource) or ""
     if not is_qualified_name(ask.resource):
         return Finding(ask.path(template), "mig resource name invalid",
                        f"{ask.label} asks for {ask.resource}, which is not a valid resource name, so the API server "
                        "refuses the pod (a name part holds only alphanumerics, '-', '_' and '.')",
-                       f"ask for {resource_name(profile)}; the device plugin writes a media-extension profile's "
-                       "'+me' as '.me'")
+                       f"ask for {resource_name(profile)}; the device plugin writes the '+' of a profile name "
+                       "(`+me`, `+gfx`) as '.'")
     if params.strategy == "single":
         return Finding(ask.path(template), "mig resource under single strategy",
                        f"{ask.label} asks for {ask.resource}; with the single MIG strategy every MIG device "
@@ -109,10 +114,24 @@ def _resource_finding(template: PodTemplate, ask: Ask, params: ProfileParams) ->
                        f"ask for {FULL_GPU} and select the profile with nodeSelector {PRODUCT_LABEL}: "
                        f"<GPU>{MIG_MARK}{profile}")
     if models_with(profile, params.gpu_models):
-        return None
+        return _selection_finding(template, ask, profile, selected)
     return Finding(ask.path(template), "unknown mig profile",
                    f"{ask.label} asks for {ask.resource}, a profile {_scope(params)} offers",
                    f"use one of: {', '.join(resource_name(p) for p in _closest(profile, params))}")
+
+
+def _selection_finding(template: PodTemplate, ask: Ask, profile: str,
+                       selected: list[tuple[str, GpuModel]] | None) -> Finding | None:
+    """A mixed-strategy profile that none of the GPU models the pod selects has."""
+    if not selected or any(profile in model.profiles for _, model in selected):
+        return None
+    named = ", ".join(sorted({f"{value} ({model.title})" for value, model in selected}))
+    offered = closest(profile, [model for _, model in selected])
+    return Finding(ask.path(template), "mig profile not on selected gpu",
+                   f"{ask.label} asks for {ask.resource}, but the pod selects {PRODUCT_LABEL}={named}, which has no "
+                   f"{profile} profile, so no node it may run on offers it",
+                   f"ask for one of: {', '.join(resource_name(p) for p in offered)}, or select a GPU model that "
+                   f"has {profile}")
 
 
 def _selector_finding(path: str, value: str, migs: list[Ask], params: ProfileParams) -> Finding | None:
@@ -157,8 +176,8 @@ def _product_problem(path: str, value: str, profile: str, params: ProfileParams)
 
 
 def _label_profiles(profile: str, model: GpuModel) -> list[str]:
-    """The profiles of `model` nearest to `profile` that a label value can name ('+me' ones cannot be written)."""
-    return [p for p in closest(profile, [model], n=len(model.profiles)) if MEDIA_SUFFIX not in p][:3]
+    """The profiles of `model` nearest to `profile` that a label value can name ('+' cannot be written)."""
+    return [p for p in closest(profile, [model], n=len(model.profiles)) if "+" not in p][:3]
 
 
 def _scope(params: ProfileParams) -> str:
@@ -261,13 +280,35 @@ def mig_products(template: PodTemplate) -> list[tuple[str, str]]:
 
 
 def product_profile(value: str) -> str | None:
-    """`NVIDIA-A100-SXM4-40GB-MIG-1g.5gb` -> `1g.5gb`; the `-SHARED` suffix and a sanitized `+me` are undone."""
+    """`NVIDIA-A100-SXM4-40GB-MIG-1g.5gb` -> `1g.5gb`; the `-SHARED` suffix and a sanitized `+` are undone."""
     if MIG_MARK not in value:
         return None
-    profile = value.rsplit(MIG_MARK, 1)[1].removesuffix(SHARED_SUFFIX)
-    if profile.endswith("gbme"):  # GFD drops "+" from label values
-        profile = profile[: -len("me")] + MEDIA_SUFFIX
-    return profile
+    return profile_of_label(value.rsplit(MIG_MARK, 1)[1].removesuffix(SHARED_SUFFIX))
+
+
+def selected_models(template: PodTemplate) -> list[tuple[str, GpuModel]] | None:
+    """(product, model) of each whole-GPU product the pod's node selection allows, or None where it allows any
+    model: no product in the nodeSelector nor in every required term, a single-strategy product (judged on its
+    own), or a product `model_of_product` cannot place."""
+    selector = as_dict(template.spec.get("nodeSelector"))
+    if PRODUCT_LABEL in selector:
+        products = [str(selector[PRODUCT_LABEL])]
+    else:
+        terms = [_term_products(t) for t in required_terms(template.spec)]
+        if not terms or not all(terms):
+            return None
+        products = [p for term in terms for p in term]
+    models = [(p, model_of_product(p)) for p in products]
+    if any(MIG_MARK in p or m is None for p, m in models):
+        return None
+    return [(p, m) for p, m in models if m is not None]
+
+
+def _term_products(term: Mapping[str, Any]) -> list[str]:
+    """The products one required node-affinity term allows (`In` on the product label), none if it does not say."""
+    return [str(v) for e in as_list(term.get("matchExpressions"))
+            if isinstance(e, dict) and e.get("key") == PRODUCT_LABEL and e.get("operator") == "In"
+            for v in as_list(e.get("values"))]
 
 
 def required_terms(spec: Mapping[str, Any]) -> list[dict[str, Any]]:

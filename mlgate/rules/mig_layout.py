@@ -7,14 +7,16 @@ with ids written as `0x<device><vendor>` (e.g. `0x20B010DE`). `devices` and `mig
 
 Each entry's `mig-devices` must fit on ONE GPU of every model its `device-filter` selects (without a filter: of
 every model that offers all the named profiles), by the tables and placement model in `mig_tables`: known
-profile, count within the model's maximum, at most one `+me` instance, never a 4g next to a 3g, and an NVML
-placement for every instance (non-overlapping memory slices, compute slices within the GPU's budget).
+profile, count within the model's maximum, at most one media-extension instance (`+me`, `+me.all`), and an NVML
+placement for every instance (non-overlapping memory slices, compute slices within the GPU's budget). A 4g next to
+a 3g is valid (NVIDIA MIG User Guide: refused only by drivers before R510); `driver_before="R510"` refuses it
+again on the GPUs that ran such drivers (A100, A30), for fleets that still do.
 
 Only entries that enable MIG are held against the tables. An entry with `mig-enabled: false` names GPUs that stay
 whole, often ones without MIG at all (mig-parted's `examples/dgx-station-80gb-config.yaml` filters the DGX
 Station's display GPU, 0x1FB010DE, that way), so its device ids are not looked up. A MIG-enabled entry whose
-filter names a GPU the tables lack is a warning, not an error: the GPU may be newer than the tables (the RTX PRO
-6000 Blackwell, 0x2BB510DE, in mig-parted's config-default.yaml), and only its layout goes unchecked.
+filter names a GPU the tables lack is a warning, not an error: the GPU may be newer than the tables (or an RTX
+PRO 6000 edition other than the Server Edition), and only its layout goes unchecked.
 
 `lint_mig_config` returns problems with JSON pointers into the file and a severity; a caller that parsed the YAML
 with line marks fills in `line` (see `with_lines`) and prints them with `render`.
@@ -31,9 +33,12 @@ from typing import Any, Literal
 from mlgate.model import pointer
 from mlgate.rules.mig_tables import (
     BY_DEVICE_ID,
-    EXCLUSIVE_COMPUTE_SIZES,
+    EXCLUSIVE_BEFORE_R510,
     MAX_MEDIA_PER_GPU,
     MODELS,
+    PRE_R510_MODELS,
+    PROFILE_NAME,
+    DriverBefore,
     GpuModel,
     Profile,
     Shape,
@@ -43,7 +48,6 @@ VERSION = "v1"
 ENTRY_FIELDS = ("device-filter", "devices", "mig-enabled", "mig-devices")
 _DEVICE_ID = re.compile(r"^0x([0-9A-Fa-f]{4})([0-9A-Fa-f]{4})(:0x[0-9A-Fa-f]{8})?$")
 NVIDIA_VENDOR = 0x10DE
-_PROFILE_NAME = re.compile(r"^(?:\d+c\.)?(\d+)g\.(\d+)gb")
 
 Severity = Literal["error", "warning"]
 
@@ -80,7 +84,8 @@ def with_lines(problems: Iterable[LayoutProblem], line_of: Callable[[str], int |
     return [replace(p, line=line_of(p.path)) for p in problems]
 
 
-def lint_mig_config(data: Any) -> list[LayoutProblem]:
+def lint_mig_config(data: Any, driver_before: DriverBefore | None = None) -> list[LayoutProblem]:
+    """The problems of one parsed mig-parted config; `driver_before="R510"` for GPUs on drivers older than R510."""
     if not isinstance(data, dict):
         return [LayoutProblem("", "a mig-parted config is a mapping with `version` and `mig-configs`")]
     problems: list[LayoutProblem] = []
@@ -99,11 +104,11 @@ def lint_mig_config(data: Any) -> list[LayoutProblem]:
             problems.append(LayoutProblem(base, f"config {name!r} needs a list of at least one entry"))
             continue
         for index, entry in enumerate(entries):
-            problems.extend(_entry(entry, pointer.join(base, index)))
+            problems.extend(_entry(entry, pointer.join(base, index), driver_before))
     return problems
 
 
-def _entry(entry: Any, base: str) -> list[LayoutProblem]:
+def _entry(entry: Any, base: str, driver_before: DriverBefore | None) -> list[LayoutProblem]:
     if not isinstance(entry, dict):
         return [LayoutProblem(base, "an entry is a mapping with devices, mig-enabled and mig-devices")]
     problems = [LayoutProblem(pointer.join(base, str(k)), f"unexpected field {k!r}")
@@ -132,7 +137,7 @@ def _entry(entry: Any, base: str) -> list[LayoutProblem]:
     problems += unknown
     wanted = {p: n for p, n in counts.items() if n > 0}
     if wanted and models != []:  # [] = a filter that selects no GPU mlgate knows
-        problems += _layout(wanted, models, devices_ptr)
+        problems += _layout(wanted, models, devices_ptr, driver_before)
     return problems
 
 
@@ -193,7 +198,8 @@ def _models(ids: list[_DeviceId] | None) -> tuple[list[GpuModel] | None, list[La
     return models, warnings
 
 
-def _layout(wanted: dict[str, int], models: list[GpuModel] | None, base: str) -> list[LayoutProblem]:
+def _layout(wanted: dict[str, int], models: list[GpuModel] | None, base: str,
+            driver_before: DriverBefore | None = None) -> list[LayoutProblem]:
     if models is None:
         unknown = [p for p in wanted if not any(p in m.profiles for m in MODELS.values())]
         if unknown:
@@ -205,12 +211,13 @@ def _layout(wanted: dict[str, int], models: list[GpuModel] | None, base: str) ->
                                         "(add a device-filter and split the entry per model)")]
     found: dict[tuple[str, str], list[str]] = {}
     for model in models:
-        for ptr, message in _on_model(wanted, model, base):
+        for ptr, message in _on_model(wanted, model, base, driver_before):
             found.setdefault((ptr, message), []).append(model.title)
     return [LayoutProblem(ptr, f"{message} (on {', '.join(titles)})") for (ptr, message), titles in found.items()]
 
 
-def _on_model(wanted: dict[str, int], model: GpuModel, base: str) -> list[tuple[str, str]]:
+def _on_model(wanted: dict[str, int], model: GpuModel, base: str,
+              driver_before: DriverBefore | None = None) -> list[tuple[str, str]]:
     """(pointer, message) for what keeps `wanted` off one GPU of `model`."""
     missing = [p for p in wanted if p not in model.profiles]
     if missing:
@@ -223,8 +230,9 @@ def _on_model(wanted: dict[str, int], model: GpuModel, base: str) -> list[tuple[
     if media > MAX_MEDIA_PER_GPU:
         problems.append((base, f"{media} +me instances asked for; a GPU has at most {MAX_MEDIA_PER_GPU}"))
     sizes = {p.shape.compute for p in profiles}
-    if sizes >= EXCLUSIVE_COMPUTE_SIZES:
-        problems.append((base, "a 4g and a 3g instance cannot share one GPU (mig-parted: Insufficient Resources)"))
+    if driver_before == "R510" and model.key in PRE_R510_MODELS and sizes >= EXCLUSIVE_BEFORE_R510:
+        problems.append((base, "a 4g and a 3g instance cannot share one GPU on drivers before R510 "
+                               "(NVIDIA MIG User Guide)"))
     if not problems and not placeable(profiles, model):
         problems.append((base, f"{describe(wanted)} cannot be placed on one GPU: memory or compute slices run out"))
     return problems
@@ -252,15 +260,15 @@ def _place(shapes: list[Shape], taken: int) -> bool:
 def closest(profile: str, models: Iterable[GpuModel], n: int = 3) -> list[str]:
     """The `n` profile names of `models` nearest to `profile`: compute slices first, then memory."""
     names = sorted({name for m in models for name in m.profiles})
-    wanted = _PROFILE_NAME.match(profile)
+    wanted = PROFILE_NAME.match(profile)
     if not wanted:
         return difflib.get_close_matches(profile, names, n=n, cutoff=0.0)
-    g, gb, media = int(wanted[1]), int(wanted[2]), profile.endswith("+me")
+    g, gb, suffix = int(wanted[2]), int(wanted[3]), profile[len(wanted[1]):]
 
     def distance(name: str) -> tuple[int, bool, int, str]:
-        found = _PROFILE_NAME.match(name)
+        found = PROFILE_NAME.match(name)
         assert found is not None  # table names are well formed
-        return abs(int(found[1]) - g), name.endswith("+me") != media, abs(int(found[2]) - gb), name
+        return abs(int(found[2]) - g), name[len(found[1]):] != suffix, abs(int(found[3]) - gb), name
 
     return sorted(names, key=distance)[:n]
 

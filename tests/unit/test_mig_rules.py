@@ -4,6 +4,7 @@ from builders import change, decide, outcome, pod, trainingjob
 from mlgate.loading.policies import compile_policy
 from mlgate.model.facts import StaticFacts
 from mlgate.model.results import Outcome
+from mlgate.rules.mig_tables import MODELS, model_of_product, resource_name
 
 RESOURCES = "/spec/containers/0/resources"
 MIG_1G = "nvidia.com/mig-1g.5gb"
@@ -254,3 +255,107 @@ def test_a_native_sidecars_mig_devices_count_beside_the_main_containers():
     (finding,) = decision.violations[0].findings
     assert finding.reason == "no node fits the pod's mig devices"
     assert finding.detail.startswith("the pod needs 8 x nvidia.com/mig-1g.5gb on one node")
+
+
+# mig.profile-exists: the GPU model a pod selects, for every model in the tables
+
+PRODUCTS = {  # GPU feature discovery's nvidia.com/gpu.product for one GPU of each model
+    "a30-24gb": "NVIDIA-A30", "a100-40gb": "NVIDIA-A100-SXM4-40GB", "a100-80gb": "NVIDIA-A100-SXM4-80GB",
+    "h100-80gb": "NVIDIA-H100-80GB-HBM3", "h100-nvl-94gb": "NVIDIA-H100-NVL", "h100-96gb": "NVIDIA-GH200-480GB",
+    "gh200-144gb": "NVIDIA-GH200-144G-HBM3e", "h200-141gb": "NVIDIA-H200", "b200-180gb": "NVIDIA-B200",
+    "gb200": "NVIDIA-GB200", "b300": "NVIDIA-B300-SXM6-AC", "gb300": "NVIDIA-GB300",
+    "rtx-pro-6000": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+}
+PROFILES = [(key, name) for key, model in MODELS.items() for name in model.profiles]
+H100_PRODUCT = PRODUCTS["h100-80gb"]
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def on_product(obj: dict, product: str) -> dict:
+    return change(obj, SELECTOR, {PRODUCT: product})
+
+
+def product_affinity(*terms: list[str]) -> dict:
+    """Required node affinity with one term per list: `In` on the product label over its values (none: no product)."""
+    return {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": PRODUCT, "operator": "In", "values": values} if values else
+                              {"key": "pool", "operator": "In", "values": ["gpu"]}]} for values in terms]}}}
+
+
+def lacking(key: str) -> str:
+    """A profile of another model that model `key` does not offer."""
+    return next(name for other in MODELS.values() for name in other.profiles if name not in MODELS[key].profiles)
+
+
+def test_every_model_in_the_tables_has_a_product_label_these_tests_select_it_by():
+    assert {key: model_of_product(product).key for key, product in PRODUCTS.items()} == {k: k for k in MODELS}
+
+
+@pytest.mark.parametrize(("key", "profile"), PROFILES, ids=[f"{k}:{p}" for k, p in PROFILES])
+def test_allow_every_profile_of_the_model_the_pods_node_selector_names(key, profile):
+    assert outcome(on_product(mig_pod(resource_name(profile)), PRODUCTS[key]), "mig.profile-exists") is Outcome.PASS
+
+
+@pytest.mark.parametrize(("key", "profile"), PROFILES, ids=[f"{k}:{p}" for k, p in PROFILES])
+def test_allow_every_profile_of_a_model_as_its_single_strategy_product_writes_it(key, profile):
+    obj = on_product(pod(), f"{PRODUCTS[key]}-MIG-{profile.replace('+', '')}")  # the label sanitiser drops '+'
+    assert outcome(obj, "mig.profile-exists") is Outcome.PASS
+
+
+@pytest.mark.parametrize("key", list(MODELS))
+def test_deny_a_profile_the_model_the_pod_selects_lacks(key):
+    resource = resource_name(lacking(key))
+    decision = decide(on_product(mig_pod(resource), PRODUCTS[key]), "mig.profile-exists")
+    (finding,) = decision.violations[0].findings
+    assert (finding.reason, finding.path) == ("mig profile not on selected gpu", limit(resource))
+
+
+def test_deny_an_a100_40gb_profile_on_a_pod_that_selects_h100s():
+    decision = decide(on_product(mig_pod(MIG_1G), H100_PRODUCT), "mig.profile-exists")
+    (finding,) = decision.violations[0].findings
+    assert finding.detail == (
+        f'container "main" asks for {MIG_1G}, but the pod selects {PRODUCT}={H100_PRODUCT} (H100/H800-80GB), '
+        "which has no 1g.5gb profile, so no node it may run on offers it")
+    assert finding.fix == ("ask for one of: nvidia.com/mig-1g.10gb, nvidia.com/mig-1g.20gb, "
+                           "nvidia.com/mig-1g.10gb.me, or select a GPU model that has 1g.5gb")
+
+
+def test_deny_a_profile_the_model_in_required_node_affinity_lacks():
+    obj = change(mig_pod(MIG_1G), "/spec/affinity", product_affinity([H100_PRODUCT]))
+    assert decide(obj, "mig.profile-exists").violations[0].findings[0].reason == "mig profile not on selected gpu"
+
+
+def test_allow_a_profile_one_of_the_models_in_node_affinity_offers():
+    obj = change(mig_pod(MIG_1G), "/spec/affinity", product_affinity([H100_PRODUCT, PRODUCTS["a100-40gb"]]))
+    assert outcome(obj, "mig.profile-exists") is Outcome.PASS
+
+
+def test_allow_any_profile_when_one_node_affinity_term_leaves_the_model_open():
+    obj = change(mig_pod(MIG_1G), "/spec/affinity", product_affinity([H100_PRODUCT], []))
+    assert outcome(obj, "mig.profile-exists") is Outcome.PASS
+
+
+def test_allow_any_known_profile_under_a_product_mlgate_cannot_place():
+    assert outcome(on_product(mig_pod(MIG_1G), "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition"),
+                   "mig.profile-exists") is Outcome.PASS
+
+
+def test_gh200_480gb_is_the_96gb_gh200():
+    assert outcome(on_product(mig_pod("nvidia.com/mig-1g.12gb"), "NVIDIA-GH200-480GB"),
+                   "mig.profile-exists") is Outcome.PASS
+    assert outcome(on_product(mig_pod("nvidia.com/mig-1g.18gb"), "NVIDIA-GH200-480GB"),
+                   "mig.profile-exists") is Outcome.FAIL
+
+
+@pytest.mark.parametrize("resource", [
+    "nvidia.com/mig-1g.24gb.me.all", "nvidia.com/mig-1g.24gb-me", "nvidia.com/mig-1g.24gb.gfx",
+    "nvidia.com/mig-1g.34gb.me", "nvidia.com/mig-1g.35gb.me", "nvidia.com/mig-7g.189gb",
+])
+def test_allow_the_blackwell_resource_names_the_device_plugin_advertises(resource):
+    assert outcome(mig_pod(resource), "mig.profile-exists") is Outcome.PASS
+
+
+def test_deny_a_graphics_profile_resource_written_with_a_plus():
+    (finding,) = decide(mig_pod("nvidia.com/mig-1g.24gb+gfx"), "mig.profile-exists").violations[0].findings
+    assert finding.reason == "mig resource name invalid"
+    assert finding.fix.startswith("ask for nvidia.com/mig-1g.24gb.gfx;")
