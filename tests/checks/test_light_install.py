@@ -14,7 +14,8 @@ from mlgate.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[2]
 # import name -> distribution, for the core dependencies
-CORE_IMPORTS = {"click": "click", "jsonpatch": "jsonpatch", "orjson": "orjson", "pydantic": "pydantic", "yaml": "pyyaml"}
+CORE_IMPORTS = {"click": "click", "jsonpatch": "jsonpatch", "orjson": "orjson", "pydantic": "pydantic",
+                "yaml": "pyyaml"}
 
 
 def module_level_imports(path: Path) -> set[str]:
@@ -41,7 +42,7 @@ def test_the_core_dependencies_are_those_imports_in_ranges():
     assert all("==" not in d and "<" in d for d in project["dependencies"]), project["dependencies"]
 
 
-def test_every_extra_the_cli_checks_for_is_declared(monkeypatch):
+def test_every_extra_the_cli_checks_for_is_declared():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
     assert set(cli_main.EXTRAS) <= set(extras)
 
