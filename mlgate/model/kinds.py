@@ -125,6 +125,21 @@ class Gang(Strict):
     schedulers: list[Scheduler] = Field(default_factory=lambda: list(SCHEDULERS))  # gang.inject works for these
 
 
+class Launcher(Strict):
+    """Who starts the kind's processes and what it sets (the launch rules read it): env a user must not set,
+    and where the kind keeps its own launch settings."""
+
+    by: str = Field(min_length=1)  # named in messages, e.g. "Kubeflow training-operator"
+    reservedEnv: list[str] = Field(default_factory=list)  # names the operator sets in every pod
+    reservedPrefixes: list[str] = Field(default_factory=list)  # e.g. PET_ (torchrun's)
+    envFrom: str | None = None  # a field of name → value pairs the operator turns into env (hyperparameters)
+    envFromReserved: list[str] = Field(default_factory=list)  # names reserved in envFrom only (set by a mutation)
+    procsPerNode: str | None = None  # a field giving processes per pod (Trainer v2 trainer.numProcPerNode)
+    slotsPerWorker: str | None = None  # MPI: slots per worker pod
+    workers: str | None = None  # MPI: the role whose pods are the workers
+    launcher: str | None = None  # MPI: the role that runs mpirun
+
+
 class KindSpec(Strict):
     group: str = ""
     versions: list[str] = Field(default_factory=list)
@@ -136,6 +151,7 @@ class KindSpec(Strict):
     embedded: list[str] = Field(default_factory=list)  # pointers to whole objects judged as themselves
     runPolicy: RunPolicy | None = None
     gang: Gang = Field(default_factory=Gang)
+    launch: Launcher | None = None
     renderAt: str = "/spec"  # where the renderer reads the kind's spec
     mutable: bool = True  # false: an operator builds the pods from fields mlgate does not write; mutations decline
 

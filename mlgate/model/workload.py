@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mlgate.model import pointer
-from mlgate.model.kinds import Gang, KindSpec, RunPolicy
+from mlgate.model.kinds import Gang, KindSpec, Launcher, RunPolicy
 
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 
@@ -146,6 +146,10 @@ class Workload:
     @property
     def gang(self) -> Gang:
         return self.description.gang if self.description is not None else NO_GANG
+
+    @property
+    def launch(self) -> Launcher | None:
+        return self.description.launch if self.description is not None else None
 
     @property
     def mutable(self) -> bool:

@@ -26,7 +26,8 @@ def test_the_packaged_copy_wins_over_the_checkout(tmp_path: Path, monkeypatch: p
     shutil.copytree(ROOT / "policies", packaged)
     monkeypatch.setattr(policies, "PACKAGED_POLICY_DIR", packaged)
     assert policies.default_policy_dir() == packaged
-    assert len(policies.load_policy_paths([policies.default_policy_dir()]).policies) == 6
+    shipped = sorted((ROOT / "policies").glob("*.yaml"))  # one policy a file
+    assert len(policies.load_policy_paths([policies.default_policy_dir()]).policies) == len(shipped) == 7
 
 
 def test_a_checkout_uses_its_policies_folder():
