@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from control_plane import ControlPlane
-from e2e_objects import EXAMPLES, example, in_namespace, offline_violations
+from e2e_objects import EXAMPLES, example, in_namespace, offline_violations, pytorchjob
 from e2e_webhook import WebhookProcess
 
 pytestmark = pytest.mark.e2e
@@ -53,3 +53,16 @@ def test_compliant_trainingjob_is_stored(webhook: WebhookProcess, cluster: Contr
     result = cluster.kubectl("apply", "-f", str(EXAMPLES / "trainingjob-ok.yaml"), "-n", namespace)
     assert result.ok, result
     assert cluster.get_object("trainingjob", "llm-finetune", namespace)["spec"]["resources"]["gpu"] == 1
+
+
+def test_torchrun_with_eight_processes_on_one_gpu_is_refused_naming_the_command(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    job = pytorchjob("eight-on-one", {"nvidia.com/gpu": 1})
+    for role in ("Master", "Worker"):
+        container = job["spec"]["pytorchReplicaSpecs"][role]["template"]["spec"]["containers"][0]
+        container["command"] = ["torchrun", "--nproc-per-node=8", "--nnodes=2", "train.py"]
+    refused = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=job)
+    assert refused.code == 1 and VALIDATING in refused.stderr, refused
+    assert "[launch/launch.torchrun] torchrun processes differ from gpus: " in refused.stderr, refused
+    assert "/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/command" in refused.stderr, refused
+    assert 'runs torchrun with 8 process(es) per pod but asks for 1 GPU(s)' in refused.stderr, refused
