@@ -1,27 +1,36 @@
 """Pod Security Standards: the baseline and restricted profiles, as pod-security-admission enforces them.
 
 Implements https://kubernetes.io/docs/concepts/security/pod-security-standards/ by following the code of
-kubernetes/kubernetes `staging/src/k8s.io/pod-security-admission/policy/check_*.go`; the checks themselves
-(fields, allowed values, versions) are in `pod_security_checks.py`, one function per PSA check ID.
+kubernetes/kubernetes `staging/src/k8s.io/pod-security-admission/policy/check_*.go`: the checks (fields, allowed
+values) are in `pod_security_baseline.py` and `pod_security_restricted.py`, one function per PSA check ID, and
+which variant runs at which version is the table in `pod_security_checks.py`. Conformance: every fixture
+pod-security-admission ships (`test/testdata/{baseline,restricted}/v1.*/{pass,fail}`) is judged as upstream
+judges it (`tests/conformance/`).
 
 Rules:
 - `pod-security.baseline`: hostNamespaces, privileged, capabilities_baseline, hostPathVolumes, hostPorts,
   hostProbesAndHostLifecycle (v1.34+), appArmorProfile (field and beta annotation), seLinuxOptions,
-  procMount, seccompProfile_baseline, sysctls, windowsHostProcess.
-- `pod-security.restricted`: baseline plus restrictedVolumes, allowPrivilegeEscalation, runAsNonRoot,
-  runAsUser, seccompProfile_restricted, capabilities_restricted, procMount_restricted; as in PSA, a
-  restricted check replaces the baseline check it overrides (restrictedVolumes → hostPathVolumes,
-  seccompProfile_restricted → seccompProfile_baseline, capabilities_restricted → capabilities_baseline,
-  procMount_restricted → procMount).
+  procMount, seccompProfile_baseline (alpha annotations before v1.19, the field from v1.19), sysctls,
+  windowsHostProcess.
+- `pod-security.restricted`: baseline plus restrictedVolumes, allowPrivilegeEscalation (v1.8+), runAsNonRoot,
+  runAsUser (v1.23+), seccompProfile_restricted (v1.19+), capabilities_restricted (v1.22+),
+  procMount_restricted (v1.35+); as in PSA, a restricted check replaces the baseline check it overrides
+  (restrictedVolumes → hostPathVolumes, seccompProfile_restricted → seccompProfile_baseline,
+  capabilities_restricted → capabilities_baseline, procMount_restricted → procMount).
 Both look at every init, regular and ephemeral container, and at the pod template's annotations.
 Windows pods (`spec.os.name: windows`) skip allowPrivilegeEscalation, seccompProfile_restricted and
 capabilities_restricted from v1.25; `hostUsers: false` skips runAsNonRoot, runAsUser and baseline
 procMount from v1.35 (restricted still requires procMount Default).
+Objects are judged as the API server stores them: a volume with no source is an emptyDir, and with
+hostNetwork an unset hostPort is the containerPort (SetDefaults_Volume, SetDefaults_Pod), for pod templates
+too, since the pods made from them get the same defaults.
 
 Params (both rules, YAML camelCase):
-- `version`: "latest" (default) or "v1.N", N ≥ 22, like the `pod-security.kubernetes.io/enforce-version`
-  label. It gates what PSA versions: the safe sysctls (v1.27, v1.29, v1.32, v1.37), SELinux
-  `container_engine_t` (v1.31), hostProbesAndHostLifecycle (v1.34), runAsUser (v1.23), the Windows
+- `version`: "latest" (default) or "v1.N" (any N, v1.0 included), like the
+  `pod-security.kubernetes.io/enforce-version` label. It picks what PSA versions: the seccomp annotations
+  (before v1.19) or fields, the checks that start later (allowPrivilegeEscalation v1.8, seccompProfile_restricted
+  v1.19, capabilities_restricted v1.22, runAsUser v1.23, hostProbesAndHostLifecycle v1.34, procMount_restricted
+  v1.35), the safe sysctls (v1.27, v1.29, v1.32, v1.37), SELinux `container_engine_t` (v1.31), the Windows
   exemptions (v1.25) and the hostUsers relaxations (v1.35). Versions above v1.37 behave as "latest".
 - `exceptions`: named, narrow exceptions; each one widens exactly one check and nothing else:
     capabilities: [IPC_LOCK, SYS_RESOURCE]   # also allowed in capabilities.add (baseline and restricted);
@@ -61,10 +70,9 @@ from mlgate.model.workload import PodTemplate, Workload
 from mlgate.rules.pod_security_checks import (
     BASELINE_CHECKS,
     LATEST,
-    OLDEST,
     POD_ONLY_CHECKS,
+    ActiveCheck,
     Allow,
-    CheckDef,
     CheckID,
     Pod,
     VolumeType,
@@ -79,8 +87,6 @@ def _version(value: str) -> str:
     match = _VERSION.match(value)
     if value != "latest" and not match:
         raise ValueError('must be "latest" or "v1.N", e.g. "v1.31"')
-    if match and int(match.group(1)) < OLDEST:
-        raise ValueError(f"policy versions before v1.{OLDEST} (when pod-security-admission shipped) are not supported")
     return value
 
 
@@ -179,7 +185,7 @@ class BaselineParams(Params):
         return exceptions
 
     @cached_property
-    def compiled(self) -> tuple[Allow, tuple[CheckDef, ...]]:
+    def compiled(self) -> tuple[Allow, tuple[ActiveCheck, ...]]:
         """The exceptions and the checks this binding runs, worked out once per loaded policy."""
         checks = active_checks(self.LEVEL, self.minor, self.skip_checks)
         if not getattr(self, "include_baseline", True):

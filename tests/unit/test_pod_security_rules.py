@@ -2,38 +2,10 @@ import typing
 
 import pytest
 from builders import DELETE, change, decide, job, pod, pytorchjob, trainingjob
+from pod_security_helpers import APPARMOR_MAIN, BASELINE, C0, POD_SC, RESTRICTED, SC, findings, load_errors, violations
 
-from mlgate.loading.policies import compile_policy
 from mlgate.model.results import Outcome
 from mlgate.rules.pod_security_checks import CHECKS, RESTRICTED_VOLUMES, CheckID, VolumeType
-
-BASELINE = "pod-security.baseline"
-RESTRICTED = "pod-security.restricted"
-C0 = "/spec/containers/0"
-SC = C0 + "/securityContext"
-POD_SC = "/spec/securityContext"
-APPARMOR_MAIN = "/metadata/annotations/container.apparmor.security.beta.kubernetes.io~1main"
-
-
-def findings(obj, rule, params=None):
-    (result,) = [r for r in decide(obj, rule, params).results if r.rule == rule]
-    return result.findings
-
-
-def violations(obj, rule, params=None):
-    return {(f.path, f.reason) for f in findings(obj, rule, params)}
-
-
-def load_errors(params, rule=BASELINE):
-    document = {
-        "apiVersion": "mlgate.dev/v1alpha1",
-        "kind": "ClusterMLPolicy",
-        "metadata": {"name": "psa"},
-        "spec": {"rules": [{"rule": rule, "params": params}]},
-    }
-    _, errors = compile_policy(document, "<test>")
-    return [str(e) for e in errors]
-
 
 # check ID, rule, field changed in pod(), value, path of the finding (None: the changed field), reason
 DENY = [
@@ -225,102 +197,8 @@ def test_restricted_reports_only_the_restricted_variant_of_an_overridden_check()
     }
 
 
-# --- Windows pods and user namespaces ----------------------------------------------------------------------
-
-WINDOWS = change(pod(), "/spec/os", {"name": "windows"})
-USER_NS = change(pod(), "/spec/hostUsers", False)
-
-
-@pytest.mark.parametrize(("ptr", "value"), [
-    (SC + "/allowPrivilegeEscalation", DELETE),
-    (POD_SC + "/seccompProfile", DELETE),
-    (SC + "/capabilities", DELETE),
-])
-def test_windows_pods_are_exempt_from_linux_only_restricted_checks_from_v1_25(ptr, value):
-    obj = change(WINDOWS, ptr, value)
-    assert findings(obj, RESTRICTED) == ()
-    assert findings(obj, RESTRICTED, {"version": "v1.25"}) == ()
-    assert findings(obj, RESTRICTED, {"version": "v1.24"}) != ()
-
-
-def test_windows_pods_still_need_run_as_non_root():
-    assert findings(change(WINDOWS, POD_SC + "/runAsNonRoot", False), RESTRICTED) != ()
-
-
-def test_linux_pods_get_no_windows_exemption():
-    obj = change(pod(), "/spec/os", {"name": "linux"})
-    assert findings(change(obj, SC + "/allowPrivilegeEscalation", DELETE), RESTRICTED) != ()
-
-
-@pytest.mark.parametrize(("ptr", "value"), [(POD_SC + "/runAsNonRoot", False), (POD_SC + "/runAsUser", 0)])
-def test_host_users_false_relaxes_run_as_non_root_and_run_as_user_from_v1_35(ptr, value):
-    assert findings(change(USER_NS, ptr, value), RESTRICTED) == ()
-    assert findings(change(USER_NS, ptr, value), RESTRICTED, {"version": "v1.34"}) != ()
-    assert findings(change(pod(), ptr, value), RESTRICTED) != ()
-
-
-def test_host_users_false_allows_any_proc_mount_in_baseline_only():
-    obj = change(USER_NS, SC + "/procMount", "Unmasked")
-    assert findings(obj, BASELINE) == ()
-    assert violations(obj, RESTRICTED) == {(SC + "/procMount", "procMount")}
-    assert violations(obj, BASELINE, {"version": "v1.34"}) == {(SC + "/procMount", "procMount")}
-
-
-def test_restricted_proc_mount_check_is_the_one_that_runs_from_v1_35():
-    obj = change(USER_NS, SC + "/procMount", "Unmasked")
-    assert findings(obj, RESTRICTED, {"skipChecks": ["procMount_restricted"]}) == ()
-
-
-# --- versions ----------------------------------------------------------------------------------------------
-
-
 def _sysctl(name):
     return change(pod(), POD_SC + "/sysctls", [{"name": name, "value": "1"}])
-
-
-@pytest.mark.parametrize(("name", "since"), [
-    ("net.ipv4.ip_local_reserved_ports", 27),
-    ("net.ipv4.tcp_keepalive_time", 29),
-    ("net.ipv4.tcp_fin_timeout", 29),
-    ("net.ipv4.tcp_rmem", 32),
-    ("net.ipv4.tcp_wmem", 32),
-    ("net.ipv4.tcp_slow_start_after_idle", 37),
-    ("net.ipv4.tcp_notsent_lowat", 37),
-])
-def test_sysctls_become_safe_at_their_policy_version(name, since):
-    assert findings(_sysctl(name), BASELINE, {"version": f"v1.{since}"}) == ()
-    assert findings(_sysctl(name), BASELINE, {"version": f"v1.{since - 1}"}) != ()
-    assert findings(_sysctl(name), BASELINE) == ()
-
-
-def test_selinux_container_engine_t_is_allowed_from_v1_31():
-    obj = change(pod(), SC + "/seLinuxOptions", {"type": "container_engine_t"})
-    assert findings(obj, BASELINE, {"version": "v1.31"}) == ()
-    assert findings(obj, BASELINE, {"version": "v1.30"}) != ()
-
-
-def test_probe_hosts_are_checked_from_v1_34():
-    obj = change(pod(), C0 + "/startupProbe", {"tcpSocket": {"host": "10.0.0.1", "port": 80}})
-    assert findings(obj, BASELINE, {"version": "v1.34"}) != ()
-    assert findings(obj, BASELINE, {"version": "v1.33"}) == ()
-
-
-def test_run_as_user_zero_is_checked_from_v1_23():
-    obj = change(pod(), POD_SC + "/runAsUser", 0)
-    assert findings(obj, RESTRICTED, {"version": "v1.23"}) != ()
-    assert findings(obj, RESTRICTED, {"version": "v1.22"}) == ()
-
-
-def test_versions_newer_than_the_newest_check_behave_as_latest():
-    obj = _sysctl("net.ipv4.tcp_notsent_lowat")
-    assert findings(obj, BASELINE, {"version": "v1.40"}) == ()
-    assert findings(change(pod(), SC + "/privileged", True), BASELINE, {"version": "v1.40"}) != ()
-
-
-@pytest.mark.parametrize("version", ["v1.21", "1.30", "v1.030", "latest2", "v2.0", "v1.x"])
-def test_bad_versions_are_load_errors(version):
-    (error,) = load_errors({"version": version})
-    assert "params.version: value error" in error
 
 
 # --- exceptions --------------------------------------------------------------------------------------------
