@@ -18,12 +18,15 @@ from typing import Any
 from mlgate.model.facts import RUNTIME_KINDS, StaticFacts, runtime_key
 from mlgate.rules.storage_drivers import DRIVERS
 
-KINDS = ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Node", *RUNTIME_KINDS)
+KINDS = ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Node", "ResourceQuota",
+         "PriorityClass", *RUNTIME_KINDS)
 _META_KEEP = ("name", "namespace", "labels", "annotations")
 _KEEP = {
     "Namespace": (),
     "PersistentVolumeClaim": ("spec", "status"),
     "PersistentVolume": (),  # its driver and modes only (`_pv_spec`): a cluster may hold many thousands
+    "ResourceQuota": ("spec", "status"),
+    "PriorityClass": ("value", "globalDefault"),
     "StorageClass": ("provisioner", "parameters", "volumeBindingMode", "allowVolumeExpansion", "reclaimPolicy"),
     "Node": ("spec",),
     "TrainingRuntime": ("spec",),  # a TrainJob's pods are built from it
@@ -79,6 +82,10 @@ class WatchedFacts:
                 self._facts.storage_classes = {}
             elif kind == "PersistentVolume":
                 self._facts.pvs = {}
+            elif kind == "ResourceQuota":
+                self._facts.quotas = {}
+            elif kind == "PriorityClass":
+                self._facts.priority_classes = {}
             elif kind == "Node":
                 self._nodes = {}
             elif kind in RUNTIME_KINDS:
@@ -113,6 +120,12 @@ class WatchedFacts:
             self._facts.storage_classes[name] = item
         elif kind == "PersistentVolume":
             self._facts.pvs[name] = item
+        elif kind == "ResourceQuota":  # the list is replaced, never changed in place: readers may hold it
+            namespace = str(meta.get("namespace") or "default")
+            kept = [q for q in self._facts.quotas.get(namespace, []) if q["metadata"].get("name") != name]
+            self._facts.quotas[namespace] = [*kept, item]
+        elif kind == "PriorityClass":
+            self._facts.priority_classes[name] = item
         elif kind in RUNTIME_KINDS:
             self._facts.runtimes[runtime_key(kind, meta)] = item
         else:
@@ -129,6 +142,12 @@ class WatchedFacts:
             self._facts.storage_classes.pop(name, None)
         elif kind == "PersistentVolume":
             self._facts.pvs.pop(name, None)
+        elif kind == "ResourceQuota":
+            namespace = str(meta.get("namespace") or "default")
+            self._facts.quotas[namespace] = [q for q in self._facts.quotas.get(namespace, [])
+                                             if q["metadata"].get("name") != name]
+        elif kind == "PriorityClass":
+            self._facts.priority_classes.pop(name, None)
         elif kind in RUNTIME_KINDS:
             self._facts.runtimes.pop(runtime_key(kind, meta), None)
         else:
@@ -153,6 +172,14 @@ class WatchedFacts:
     def persistent_volume(self, name: str) -> Mapping[str, Any] | None:
         with self._lock:
             return self._facts.persistent_volume(name)
+
+    def resource_quotas(self, namespace: str) -> Sequence[Mapping[str, Any]]:
+        with self._lock:
+            return self._facts.resource_quotas(namespace)
+
+    def priority_class(self, name: str) -> Mapping[str, Any] | None:
+        with self._lock:
+            return self._facts.priority_class(name)
 
     def nodes(self) -> Sequence[Mapping[str, Any]]:
         return self._facts.node_list

@@ -23,6 +23,8 @@ FACTS = {
     "PersistentVolume": "/api/v1/persistentvolumes",
     "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
     "Node": "/api/v1/nodes",
+    "ResourceQuota": "/api/v1/resourcequotas",
+    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "TrainingRuntime": "/apis/trainer.kubeflow.org/v1alpha1/trainingruntimes",  # not served: listed as empty
     "ClusterTrainingRuntime": "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes",
 }

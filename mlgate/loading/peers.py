@@ -48,6 +48,12 @@ class WithPodGroups:
     def training_runtime(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self.facts.training_runtime(kind, namespace, name)
 
+    def resource_quotas(self, namespace: str) -> Sequence[Mapping[str, Any]]:
+        return self.facts.resource_quotas(namespace)
+
+    def priority_class(self, name: str) -> Mapping[str, Any] | None:
+        return self.facts.priority_class(name)
+
     def pod_group(self, namespace: str, name: str) -> Sequence[Mapping[str, Any]] | None:
         return self.groups.get((namespace, name)) or self.facts.pod_group(namespace, name)
 

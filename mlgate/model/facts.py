@@ -35,6 +35,14 @@ class ClusterFacts(Protocol):
         """A Trainer v2 TrainingRuntime (namespaced) or ClusterTrainingRuntime (namespace "")."""
         ...
 
+    def resource_quotas(self, namespace: str) -> Sequence[Mapping[str, Any]]:
+        """The namespace's ResourceQuotas (spec.hard, spec.scopes, spec.scopeSelector, status.used)."""
+        ...
+
+    def priority_class(self, name: str) -> Mapping[str, Any] | None:
+        """A PriorityClass by name."""
+        ...
+
     def pod_group(self, namespace: str, name: str) -> Sequence[Mapping[str, Any]] | None:
         """The Pods of a Kueue plain-pod group (label `kueue.x-k8s.io/pod-group-name`), or None when the group's
         members are not known (a webhook judges one Pod as it comes)."""
@@ -53,7 +61,8 @@ def runtime_key(kind: str, meta: Mapping[str, Any]) -> tuple[str, str, str]:
 @dataclass
 class StaticFacts:
     """Facts from a fixed list of objects (Namespace, PersistentVolumeClaim, PersistentVolume, StorageClass, Node,
-    Trainer v2 TrainingRuntime and ClusterTrainingRuntime, and Pods of Kueue plain-pod groups)."""
+    ResourceQuota, PriorityClass, Trainer v2 TrainingRuntime and ClusterTrainingRuntime, and Pods of Kueue
+    plain-pod groups)."""
 
     namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
     pvcs: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
@@ -62,6 +71,8 @@ class StaticFacts:
     node_list: list[Mapping[str, Any]] = field(default_factory=list)
     runtimes: dict[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict)
     pod_groups: dict[tuple[str, str], list[Mapping[str, Any]]] = field(default_factory=dict)
+    quotas: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # namespace -> ResourceQuotas
+    priority_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     known: bool = True
 
     @classmethod
@@ -84,6 +95,10 @@ class StaticFacts:
                 facts.storage_classes[name] = obj
             elif kind == "PersistentVolume":
                 facts.pvs[name] = obj
+            elif kind == "ResourceQuota":
+                facts.quotas.setdefault(str(meta.get("namespace") or "default"), []).append(obj)
+            elif kind == "PriorityClass":
+                facts.priority_classes[name] = obj
             elif kind == "Node":
                 facts.node_list.append(obj)
             elif kind in RUNTIME_KINDS:
@@ -97,6 +112,9 @@ class StaticFacts:
                 facts.pvcs.update(nested.pvcs)
                 facts.storage_classes.update(nested.storage_classes)
                 facts.pvs.update(nested.pvs)
+                facts.priority_classes.update(nested.priority_classes)
+                for namespace, quotas in nested.quotas.items():
+                    facts.quotas.setdefault(namespace, []).extend(quotas)
                 facts.node_list.extend(nested.node_list)
                 facts.runtimes.update(nested.runtimes)
                 for group, members in nested.pod_groups.items():
@@ -129,6 +147,12 @@ class StaticFacts:
 
     def pod_group(self, namespace: str, name: str) -> Sequence[Mapping[str, Any]] | None:
         return self.pod_groups.get((namespace, name))
+
+    def resource_quotas(self, namespace: str) -> Sequence[Mapping[str, Any]]:
+        return self.quotas.get(namespace, [])
+
+    def priority_class(self, name: str) -> Mapping[str, Any] | None:
+        return self.priority_classes.get(name)
 
 
 def pod_group_of(meta: Mapping[str, Any], namespace: str = "default") -> tuple[str, str] | None:

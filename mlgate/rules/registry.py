@@ -22,7 +22,8 @@ from mlgate.model.results import Finding, Skipped, Unchecked, Unevaluable
 from mlgate.model.workload import Workload
 from mlgate.rules.devices import BUILT_IN, GpuResources
 
-FAMILIES = ("gpu", "gpu_sharing", "mig", "storage", "pod_security", "defaults", "gang", "gang_size", "launch")
+FAMILIES = ("gpu", "gpu_sharing", "mig", "storage", "pod_security", "defaults", "gang", "gang_size", "launch",
+            "capacity")
 RULE_ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 

@@ -6,6 +6,7 @@ through the API and simply stored, which is all the webhook reads.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -129,3 +130,57 @@ def test_mig_profile_no_node_advertises_is_refused_when_the_policy_reads_node_in
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=pytorchjob("small-mig", {"nvidia.com/mig-1g.5gb": 1})
                     ).check()
     assert cluster.get_object("pytorchjob", "small-mig", namespace)["metadata"]["name"] == "small-mig"
+
+
+def capacity_policy(namespace: str, *rules: tuple[str, str]) -> dict[str, Any]:
+    """A ClusterMLPolicy for this test's namespace only, binding each (rule, action)."""
+    bound = [{"rule": rule, "action": action} for rule, action in rules]
+    return {"apiVersion": "mlgate.dev/v1alpha1", "kind": "ClusterMLPolicy", "metadata": {"name": f"cap-{namespace}"},
+            "spec": {"match": {"namespaces": [namespace]}, "rules": bound}}
+
+
+def test_a_job_past_its_gpu_quota_is_refused_and_one_past_what_is_left_is_warned(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus"},
+             "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}
+    cluster.kubectl("create", "-n", namespace, "-f", "-", stdin=quota).check()
+    policy = capacity_policy(namespace, ("capacity.quota", "deny"), ("capacity.quota-available", "warn"))
+    cluster.kubectl("apply", "-f", "-", stdin=policy).check()
+    big = pytorchjob("sixteen", {"nvidia.com/gpu": 4}, workers=3)
+    tag = "[cap-" + namespace + "/capacity.quota] quota exceeded"
+    until_verdict(cluster, big, namespace, denied_with=tag)  # once the watches have the quota and the policy
+    refused = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=big)
+    assert refused.code == 1 and "asks for 16 requests.nvidia.com/gpu in all" in refused.stderr, refused
+    assert "allows 8" in refused.stderr, refused
+    small = pytorchjob("four", {"nvidia.com/gpu": 2}, workers=1)
+    admitted = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=small)
+    assert admitted.ok and "capacity.quota" not in admitted.stderr, admitted
+
+    # 6 GPUs held by other pods (the quota controller would write this; there is none here)
+    status = {"status": {"hard": {"requests.nvidia.com/gpu": "8"}, "used": {"requests.nvidia.com/gpu": "6"}}}
+    cluster.kubectl("patch", "resourcequota", "gpus", "-n", namespace, "--subresource=status", "--type=merge",
+                    "-p", json.dumps(status)).check()
+    waiting = pytorchjob("waits", {"nvidia.com/gpu": 2}, workers=1)
+    warning = "quota used up"
+    eventually("the quota's used GPUs in the webhook's facts",
+               lambda: r if (r := dry_run(cluster, waiting, namespace)).ok and warning in r.stderr else None, 30.0)
+    stored = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=waiting)
+    # kubectl shows warnings shortened to 120 characters: the rule and reason stay
+    assert stored.ok and f"[cap-{namespace}/capacity.quota-available] quota used up" in stored.stderr, stored
+
+
+def test_a_pod_asking_more_gpus_than_the_largest_node_has_is_refused(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"e2e-gpu8-{uuid.uuid4().hex[:5]}"},
+            "status": {"capacity": {"nvidia.com/gpu": "8", "pods": "110"},
+                       "allocatable": {"nvidia.com/gpu": "8", "pods": "110"}}}
+    cluster.kubectl("create", "-f", "-", stdin=node).check()
+    cluster.kubectl("apply", "-f", "-", stdin=capacity_policy(namespace, ("capacity.nodes", "deny"))).check()
+    wide = pytorchjob("wide", {"nvidia.com/gpu": 8}, workers=1)
+    wide["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"].append(
+        {"name": "sidecar", "image": "registry.example/tool:1.0", "resources": {"limits": {"nvidia.com/gpu": 8}}})
+    tag = "[cap-" + namespace + "/capacity.nodes] no node large enough"
+    until_verdict(cluster, wide, namespace, denied_with=tag)
+    refused = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=wide)
+    assert refused.code == 1 and "a Worker pod asks for 16 nvidia.com/gpu, but the largest node it may run on has 8" \
+        in refused.stderr, refused

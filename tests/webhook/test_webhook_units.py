@@ -233,8 +233,8 @@ def storage_class(name: str, default: bool = False) -> dict:
 
 def test_facts_are_known_only_once_every_kind_was_listed():
     facts = WatchedFacts()
-    for kind in ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "TrainingRuntime",
-                 "ClusterTrainingRuntime"):
+    for kind in ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "ResourceQuota",
+                 "PriorityClass", "TrainingRuntime", "ClusterTrainingRuntime"):
         facts.replace(kind, [])
         assert facts.known is False
     facts.replace("Node", [node("a")])
@@ -257,6 +257,18 @@ def test_a_persistent_volume_is_kept_with_its_driver_and_modes_only():
                                                  "spec": {"nfs": {}}}
     facts.apply("PersistentVolume", "DELETED", nfs)
     assert facts.persistent_volume("nfs-pv") is None
+
+
+def test_quota_events_replace_a_namespaces_quotas_one_by_one():
+    facts = WatchedFacts()
+    quota = {"metadata": {"name": "gpus", "namespace": "ml"}, "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}
+    facts.replace("ResourceQuota", [quota])
+    held = facts.resource_quotas("ml")  # a reader's list is never changed under it
+    facts.apply("ResourceQuota", "MODIFIED", {**quota, "status": {"used": {"requests.nvidia.com/gpu": "6"}}})
+    assert [q["status"]["used"] for q in facts.resource_quotas("ml")] == [{"requests.nvidia.com/gpu": "6"}]
+    assert "status" not in held[0]
+    facts.apply("ResourceQuota", "DELETED", quota)
+    assert facts.resource_quotas("ml") == []
 
 
 def test_watch_events_add_change_and_remove_facts():

@@ -1,0 +1,189 @@
+"""Capacity: jobs that can never run, or will wait, for their namespace's quota or the cluster's nodes.
+
+Fields: every init and regular container's `resources.requests` and `resources.limits` (requests default to
+limits, as the API server defaults them), the pod's `priorityClassName`, `activeDeadlineSeconds`,
+`nodeSelector` and required node affinity, and the replicas of each template. Cluster facts: the namespace's
+ResourceQuotas (`spec.hard`, `spec.scopes`, `spec.scopeSelector`, `status.used`), Nodes (`status.allocatable`,
+labels, `spec.unschedulable`) and PriorityClasses.
+Allowed values: what a whole job asks for at once (every template's pods, each holding what `pod_effective` says)
+within each quota's `hard` (`pods`/`count/pods`, `requests.*`, `limits.*`, and bare `cpu`/`memory` as requests),
+counting a pod only against the quotas whose scopes match it (core/v1 ResourceQuotaScope: Terminating,
+NotTerminating, BestEffort, NotBestEffort, and PriorityClass through `scopeSelector`; Kubernetes docs "Resource
+Quotas"); a pod's GPUs within some node it may run on, and the job's within all of them; a PriorityClass that
+exists (`system-cluster-critical` and `system-node-critical` always do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from mlgate.model.results import Finding, Skipped
+from mlgate.model.workload import PodTemplate, Workload, as_dict, as_list
+from mlgate.rules.common import pod_effective, quantity
+from mlgate.rules.devices import is_mig
+from mlgate.rules.mig import allocatable, selects
+from mlgate.rules.registry import Context, NoParams, check
+
+BUILT_IN_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+PODS = "pods"
+
+
+def pod_amounts(template: PodTemplate, section: str) -> dict[str, Decimal]:
+    """What one pod of `template` holds of each resource in `section` (requests default to limits)."""
+    def amounts(container: dict[str, Any]) -> dict[str, Decimal]:
+        resources = as_dict(container.get("resources"))
+        entries = {**as_dict(resources.get("limits")), **as_dict(resources.get("requests"))} \
+            if section == "requests" else as_dict(resources.get("limits"))
+        return {str(r): a for r, v in entries.items() if (a := quantity(v)) is not None}
+    return pod_effective((key, c, amounts(c)) for key, _, c in template.regular_containers())
+
+
+def quota_demand(key: str, template: PodTemplate) -> Decimal | None:
+    """One pod's charge against quota key `key`, or None for a key this rule does not count."""
+    if key in (PODS, "count/pods"):
+        return Decimal(1)
+    section, _, resource = key.partition(".")
+    if section not in ("requests", "limits") or not resource:
+        section, resource = "requests", key  # bare cpu/memory are requests (core/v1 ResourceCPU in a quota)
+        if key not in ("cpu", "memory", "ephemeral-storage"):
+            return None
+    return pod_amounts(template, section).get(resource, Decimal(0))
+
+
+def scopes_match(quota: Mapping[str, Any], template: PodTemplate) -> bool:
+    """Whether `quota` charges the pods of `template` (its scopes and scopeSelector)."""
+    spec = as_dict(quota.get("spec"))
+    requirements = [{"scopeName": s, "operator": "Exists"} for s in as_list(spec.get("scopes"))]
+    requirements += [e for e in as_list(as_dict(spec.get("scopeSelector")).get("matchExpressions"))
+                     if isinstance(e, dict)]
+    return all(_scope_matches(r, template) for r in requirements)
+
+
+def _scope_matches(requirement: Mapping[str, Any], template: PodTemplate) -> bool:
+    scope, operator = requirement.get("scopeName"), requirement.get("operator")
+    if scope == "PriorityClass":
+        name = template.spec.get("priorityClassName")
+        values = [str(v) for v in as_list(requirement.get("values"))]
+        return {"In": name in values, "NotIn": name not in values, "Exists": name is not None,
+                "DoesNotExist": name is None}.get(str(operator), False)
+    terminating = template.spec.get("activeDeadlineSeconds") is not None
+    best_effort = not any(pod_amounts(template, s) for s in ("requests", "limits"))
+    held = {"Terminating": terminating, "NotTerminating": not terminating, "BestEffort": best_effort,
+            "NotBestEffort": not best_effort}.get(str(scope), False)  # other scopes charge no pod here
+    return held if operator in ("Exists", "In", None) else not held
+
+
+Charge = tuple[str, str, Decimal, Decimal, Decimal | None]  # quota name, key, what the job asks, hard, used
+
+
+def charges(workload: Workload, quotas: Sequence[Mapping[str, Any]]) -> Iterator[Charge]:
+    """Each quota key the job is charged against, with what it asks for in all (over the pods the quota's
+    scopes charge) beside the quota's hard and used amounts."""
+    for quota in quotas:
+        name = str(as_dict(quota.get("metadata")).get("name") or "?")
+        hard, used = as_dict(as_dict(quota.get("spec")).get("hard")), as_dict(as_dict(quota.get("status")).get("used"))
+        charged = [t for t in workload.templates if scopes_match(quota, t)]
+        for key, limit in hard.items():
+            total = Decimal(0)
+            for template in charged:
+                per_pod = quota_demand(str(key), template)
+                if per_pod is None:
+                    break
+                total += per_pod * template.replicas
+            else:
+                bound = quantity(limit)
+                if bound is not None and total > 0:
+                    yield name, str(key), total, bound, quantity(used.get(key)) if key in used else None
+
+
+def _who(template: PodTemplate) -> str:
+    return "the pod" if template.role == "pod" else f"a {template.role} pod"
+
+
+def _show(amount: Decimal) -> str:
+    return str(int(amount)) if amount == amount.to_integral_value() else f"{amount.normalize():f}"
+
+
+@check("capacity.quota", "the whole job fits within its namespace's ResourceQuotas", NoParams)
+def quota(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+    if not workload.pods_counted:
+        return Skipped(f"how many {workload.kind} pods run at once is not known")
+    if not context.facts.known:
+        return Skipped("no cluster facts to find the namespace's ResourceQuotas in", looked=False)
+    namespace = workload.namespace or "default"
+    return [Finding("/spec", "quota exceeded", f"{workload.kind} {workload.name!r} asks for {_show(asked)} {key} in "
+                    f"all, but ResourceQuota {name!r} in namespace {namespace} allows {_show(hard)}",
+                    "ask for less per pod or fewer replicas, or have the quota raised")
+            for name, key, asked, hard, _ in charges(workload, context.facts.resource_quotas(namespace))
+            if asked > hard]
+
+
+@check("capacity.quota-available", "the whole job fits in what its namespace's quotas have left", NoParams)
+def quota_available(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+    if context.operation == "UPDATE":
+        return Skipped("an update: the job's own pods are counted as used already")
+    if not workload.pods_counted:
+        return Skipped(f"how many {workload.kind} pods run at once is not known")
+    if not context.facts.known:
+        return Skipped("no cluster facts to find the namespace's ResourceQuotas in", looked=False)
+    namespace = workload.namespace or "default"
+    return [Finding("/spec", "quota used up", f"{workload.kind} {workload.name!r} asks for {_show(asked)} {key}, but "
+                    f"ResourceQuota {name!r} has {_show(max(hard - used, Decimal(0)))} of {_show(hard)} left "
+                    f"({_show(used)} used): its pods wait until {_show(asked - (hard - used))} more are free",
+                    "wait, or free what other jobs in the namespace hold")
+            for name, key, asked, hard, used in charges(workload, context.facts.resource_quotas(namespace))
+            if used is not None and hard - used < asked <= hard]
+
+
+@check("capacity.nodes", "each pod fits on a node it may run on, and the whole job on all of them", NoParams)
+def nodes(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+    if not context.facts.known:
+        return Skipped("no cluster facts to find nodes in", looked=False)
+    cluster = [n for n in context.facts.nodes() if not as_dict(n.get("spec")).get("unschedulable")]
+    asks = [(t, {r: a for r, a in pod_amounts(t, "limits").items() if r in context.gpus and not is_mig(r) and a > 0})
+            for t in workload.templates]
+    asks = [(t, a) for t, a in asks if a]
+    if not asks:
+        return Skipped("no pod asks for whole GPUs")
+    if not cluster:
+        return Skipped("the cluster facts list no schedulable nodes", looked=False)
+    findings: list[Finding] = []
+    totals: dict[str, tuple[Decimal, set[str]]] = {}
+    for template, wanted in asks:
+        candidates = [n for n in cluster if selects(template.spec, as_dict(as_dict(n.get("metadata")).get("labels")))]
+        for resource, amount in sorted(wanted.items()):
+            largest = max((allocatable(n, resource) for n in candidates), default=0)
+            if amount > largest:
+                findings.append(Finding(template.path("containers"), "no node large enough",
+                                        f"{_who(template)} asks for {_show(amount)} {resource}, but the largest "
+                                        f"node it may run on has {largest} ({len(candidates)} of {len(cluster)} "
+                                        "nodes match its node selection)",
+                                        "ask for fewer per pod and run more replicas"))
+            asked, names = totals.get(resource, (Decimal(0), set()))
+            totals[resource] = (asked + amount * template.replicas,
+                                names | {str(as_dict(n.get("metadata")).get("name")) for n in candidates})
+    if workload.pods_counted and not findings:
+        by_name = {str(as_dict(n.get("metadata")).get("name")): n for n in cluster}
+        for resource, (asked, names) in sorted(totals.items()):
+            have = sum(allocatable(by_name[n], resource) for n in names)
+            if asked > have:
+                findings.append(Finding("/spec", "cluster too small", f"{workload.kind} {workload.name!r} needs "
+                                        f"{_show(asked)} {resource} at once, but the nodes its pods may run on have "
+                                        f"{have} in all", "lower the replicas or GPUs per pod"))
+    return findings
+
+
+@check("capacity.priority-class", "every priorityClassName names a PriorityClass that exists", NoParams)
+def priority_class(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+    named = [(t, str(t.spec["priorityClassName"])) for t in workload.templates if t.spec.get("priorityClassName")]
+    if not named:
+        return Skipped("no priorityClassName")
+    if not context.facts.known:
+        return Skipped("no cluster facts to find PriorityClasses in", looked=False)
+    return [Finding(t.path("priorityClassName"), "priority class not found",
+                    f'PriorityClass "{name}" does not exist, so the API server refuses the {t.role} pods',
+                    "use a PriorityClass that exists (kubectl get priorityclasses), or create it first")
+            for t, name in named
+            if name not in BUILT_IN_PRIORITY_CLASSES and context.facts.priority_class(name) is None]
