@@ -13,10 +13,13 @@ import json
 from typing import Any
 
 import pytest
-from builders import change, decide, job, pod, pytorchjob
+from builders import change, decide, job, pod, pytorchjob, trainingjob
 
 from mlgate.loading.policies import compile_policy
+from mlgate.model.kinds import SCHEDULERS
 from mlgate.model.results import Outcome
+from mlgate.workloads.catalog import SHIPPED
+from tests.kinds.minimal import cases
 
 POD_META = "/spec/template/metadata"
 WORKER_META = "/spec/pytorchReplicaSpecs/Worker/template/metadata"
@@ -149,3 +152,31 @@ def test_the_scheduler_the_api_server_defaults_is_replaced_but_one_the_user_chos
     assert inject(defaulted, "volcano")["spec"]["template"]["spec"]["schedulerName"] == "volcano"
     chosen = change(job(parallelism=2), "/spec/template/spec/schedulerName", "my-scheduler")
     assert inject(chosen, "volcano")["spec"]["template"]["spec"]["schedulerName"] == "my-scheduler"
+
+
+# --- every scheduler on every shipped kind, as kinds.yaml describes it ---------------------------------------
+
+# the kinds of tests/kinds/minimal.py and the first ones mlgate judged (tests/builders.py)
+OBJECTS = [c.obj for c in cases() if c.pods and c.mutable] + [pod(), job(parallelism=4), pytorchjob(),
+                                                               trainingjob()]
+GANGED = [(obj, scheduler) for obj in OBJECTS for scheduler in SCHEDULERS
+          if (spec := SHIPPED.find(str(obj["apiVersion"]), str(obj["kind"]))) is not None
+          and scheduler in spec.gang.schedulers]
+
+
+@pytest.mark.parametrize(("obj", "scheduler"), GANGED, ids=[f"{o['kind']}-{s}" for o, s in GANGED])
+def test_what_inject_writes_is_a_gang_size_passes_or_one_whose_missing_podgroup_it_names(obj: dict[str, Any],
+                                                                                          scheduler: str):
+    spec = SHIPPED.find(str(obj["apiVersion"]), str(obj["kind"]))
+    assert spec is not None
+    result = size(inject(obj, scheduler, queue="team-a"))
+    assert result.findings == (), [f.message() for f in result.findings]
+    if scheduler in spec.gang.needsPodGroup:
+        assert result.outcome is Outcome.SKIP and "PodGroup" in result.unchecked[0]
+    else:
+        assert result.outcome in (Outcome.PASS, Outcome.SKIP) and result.unchecked == ()
+
+
+def test_every_scheduler_is_tried_on_more_than_one_kind():
+    tried = {scheduler for _, scheduler in GANGED}
+    assert tried == set(SCHEDULERS) and len(GANGED) > len(SCHEDULERS)
