@@ -19,13 +19,15 @@ from mlgate.model.facts import RUNTIME_KINDS, StaticFacts, runtime_key
 from mlgate.rules.storage_drivers import DRIVERS
 
 KINDS = ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Node", "ResourceQuota",
-         "PriorityClass", *RUNTIME_KINDS)
+         "LimitRange", "PriorityClass", *RUNTIME_KINDS)
+NAMESPACED_LISTS = {"ResourceQuota": "quotas", "LimitRange": "limits"}  # kind -> StaticFacts field, by namespace
 _META_KEEP = ("name", "namespace", "labels", "annotations")
 _KEEP = {
     "Namespace": (),
     "PersistentVolumeClaim": ("spec", "status"),
     "PersistentVolume": (),  # its driver and modes only (`_pv_spec`): a cluster may hold many thousands
     "ResourceQuota": ("spec", "status"),
+    "LimitRange": ("spec",),
     "PriorityClass": ("value", "globalDefault"),
     "StorageClass": ("provisioner", "parameters", "volumeBindingMode", "allowVolumeExpansion", "reclaimPolicy"),
     "Node": ("spec",),
@@ -82,8 +84,8 @@ class WatchedFacts:
                 self._facts.storage_classes = {}
             elif kind == "PersistentVolume":
                 self._facts.pvs = {}
-            elif kind == "ResourceQuota":
-                self._facts.quotas = {}
+            elif kind in NAMESPACED_LISTS:
+                setattr(self._facts, NAMESPACED_LISTS[kind], {})
             elif kind == "PriorityClass":
                 self._facts.priority_classes = {}
             elif kind == "Node":
@@ -120,10 +122,11 @@ class WatchedFacts:
             self._facts.storage_classes[name] = item
         elif kind == "PersistentVolume":
             self._facts.pvs[name] = item
-        elif kind == "ResourceQuota":  # the list is replaced, never changed in place: readers may hold it
+        elif kind in NAMESPACED_LISTS:  # the list is replaced, never changed in place: readers may hold it
+            by_namespace = getattr(self._facts, NAMESPACED_LISTS[kind])
             namespace = str(meta.get("namespace") or "default")
-            kept = [q for q in self._facts.quotas.get(namespace, []) if q["metadata"].get("name") != name]
-            self._facts.quotas[namespace] = [*kept, item]
+            kept = [q for q in by_namespace.get(namespace, []) if q["metadata"].get("name") != name]
+            by_namespace[namespace] = [*kept, item]
         elif kind == "PriorityClass":
             self._facts.priority_classes[name] = item
         elif kind in RUNTIME_KINDS:
@@ -142,10 +145,10 @@ class WatchedFacts:
             self._facts.storage_classes.pop(name, None)
         elif kind == "PersistentVolume":
             self._facts.pvs.pop(name, None)
-        elif kind == "ResourceQuota":
+        elif kind in NAMESPACED_LISTS:
+            by_namespace = getattr(self._facts, NAMESPACED_LISTS[kind])
             namespace = str(meta.get("namespace") or "default")
-            self._facts.quotas[namespace] = [q for q in self._facts.quotas.get(namespace, [])
-                                             if q["metadata"].get("name") != name]
+            by_namespace[namespace] = [q for q in by_namespace.get(namespace, []) if q["metadata"].get("name") != name]
         elif kind == "PriorityClass":
             self._facts.priority_classes.pop(name, None)
         elif kind in RUNTIME_KINDS:
@@ -180,6 +183,10 @@ class WatchedFacts:
     def priority_class(self, name: str) -> Mapping[str, Any] | None:
         with self._lock:
             return self._facts.priority_class(name)
+
+    def limit_ranges(self, namespace: str) -> Sequence[Mapping[str, Any]]:
+        with self._lock:
+            return self._facts.limit_ranges(namespace)
 
     def nodes(self) -> Sequence[Mapping[str, Any]]:
         return self._facts.node_list

@@ -24,6 +24,7 @@ FACTS = {
     "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
     "Node": "/api/v1/nodes",
     "ResourceQuota": "/api/v1/resourcequotas",
+    "LimitRange": "/api/v1/limitranges",
     "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "TrainingRuntime": "/apis/trainer.kubeflow.org/v1alpha1/trainingruntimes",  # not served: listed as empty
     "ClusterTrainingRuntime": "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes",

@@ -54,6 +54,9 @@ class WithPodGroups:
     def priority_class(self, name: str) -> Mapping[str, Any] | None:
         return self.facts.priority_class(name)
 
+    def limit_ranges(self, namespace: str) -> Sequence[Mapping[str, Any]]:
+        return self.facts.limit_ranges(namespace)
+
     def pod_group(self, namespace: str, name: str) -> Sequence[Mapping[str, Any]] | None:
         return self.groups.get((namespace, name)) or self.facts.pod_group(namespace, name)
 

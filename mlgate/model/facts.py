@@ -43,6 +43,10 @@ class ClusterFacts(Protocol):
         """A PriorityClass by name."""
         ...
 
+    def limit_ranges(self, namespace: str) -> Sequence[Mapping[str, Any]]:
+        """The namespace's LimitRanges (spec.limits)."""
+        ...
+
     def pod_group(self, namespace: str, name: str) -> Sequence[Mapping[str, Any]] | None:
         """The Pods of a Kueue plain-pod group (label `kueue.x-k8s.io/pod-group-name`), or None when the group's
         members are not known (a webhook judges one Pod as it comes)."""
@@ -61,7 +65,7 @@ def runtime_key(kind: str, meta: Mapping[str, Any]) -> tuple[str, str, str]:
 @dataclass
 class StaticFacts:
     """Facts from a fixed list of objects (Namespace, PersistentVolumeClaim, PersistentVolume, StorageClass, Node,
-    ResourceQuota, PriorityClass, Trainer v2 TrainingRuntime and ClusterTrainingRuntime, and Pods of Kueue
+    ResourceQuota, LimitRange, PriorityClass, Trainer v2 TrainingRuntime and ClusterTrainingRuntime, and Pods of Kueue
     plain-pod groups)."""
 
     namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
@@ -73,6 +77,7 @@ class StaticFacts:
     pod_groups: dict[tuple[str, str], list[Mapping[str, Any]]] = field(default_factory=dict)
     quotas: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # namespace -> ResourceQuotas
     priority_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    limits: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # namespace -> LimitRanges
     known: bool = True
 
     @classmethod
@@ -99,6 +104,8 @@ class StaticFacts:
                 facts.quotas.setdefault(str(meta.get("namespace") or "default"), []).append(obj)
             elif kind == "PriorityClass":
                 facts.priority_classes[name] = obj
+            elif kind == "LimitRange":
+                facts.limits.setdefault(str(meta.get("namespace") or "default"), []).append(obj)
             elif kind == "Node":
                 facts.node_list.append(obj)
             elif kind in RUNTIME_KINDS:
@@ -115,6 +122,8 @@ class StaticFacts:
                 facts.priority_classes.update(nested.priority_classes)
                 for namespace, quotas in nested.quotas.items():
                     facts.quotas.setdefault(namespace, []).extend(quotas)
+                for namespace, ranges in nested.limits.items():
+                    facts.limits.setdefault(namespace, []).extend(ranges)
                 facts.node_list.extend(nested.node_list)
                 facts.runtimes.update(nested.runtimes)
                 for group, members in nested.pod_groups.items():
@@ -153,6 +162,9 @@ class StaticFacts:
 
     def priority_class(self, name: str) -> Mapping[str, Any] | None:
         return self.priority_classes.get(name)
+
+    def limit_ranges(self, namespace: str) -> Sequence[Mapping[str, Any]]:
+        return self.limits.get(namespace, [])
 
 
 def pod_group_of(meta: Mapping[str, Any], namespace: str = "default") -> tuple[str, str] | None:

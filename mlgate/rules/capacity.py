@@ -3,14 +3,16 @@
 Fields: every init and regular container's `resources.requests` and `resources.limits` (requests default to
 limits, as the API server defaults them), the pod's `priorityClassName`, `activeDeadlineSeconds`,
 `nodeSelector` and required node affinity, and the replicas of each template. Cluster facts: the namespace's
-ResourceQuotas (`spec.hard`, `spec.scopes`, `spec.scopeSelector`, `status.used`), Nodes (`status.allocatable`,
-labels, `spec.unschedulable`) and PriorityClasses.
+ResourceQuotas (`spec.hard`, `spec.scopes`, `spec.scopeSelector`, `status.used`), LimitRanges (`spec.limits[]`
+of type Container and Pod: `max`, `min`, `default`, `defaultRequest`, `maxLimitRequestRatio`), Nodes
+(`status.allocatable`, labels, `spec.unschedulable`) and PriorityClasses.
 Allowed values: what a whole job asks for at once (every template's pods, each holding what `pod_effective` says)
 within each quota's `hard` (`pods`/`count/pods`, `requests.*`, `limits.*`, and bare `cpu`/`memory` as requests),
 counting a pod only against the quotas whose scopes match it (core/v1 ResourceQuotaScope: Terminating,
 NotTerminating, BestEffort, NotBestEffort, and PriorityClass through `scopeSelector`; Kubernetes docs "Resource
 Quotas"); a pod's GPUs within some node it may run on, and the job's within all of them; a PriorityClass that
-exists (`system-cluster-critical` and `system-node-critical` always do).
+exists (`system-cluster-critical` and `system-node-critical` always do); containers and pods within the
+LimitRanges the LimitRanger admission plugin enforces when the pods are created (after defaults are filled in).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from mlgate.model.results import Finding, Skipped
 from mlgate.model.workload import PodTemplate, Workload, as_dict, as_list
-from mlgate.rules.common import pod_effective, quantity
+from mlgate.rules.common import container_label, pod_effective, quantity
 from mlgate.rules.devices import is_mig
 from mlgate.rules.mig import allocatable, selects
 from mlgate.rules.registry import Context, NoParams, check
@@ -173,6 +175,60 @@ def nodes(workload: Workload, params: NoParams, context: Context) -> list[Findin
                                         f"{_show(asked)} {resource} at once, but the nodes its pods may run on have "
                                         f"{have} in all", "lower the replicas or GPUs per pod"))
     return findings
+
+
+@check("capacity.limit-range", "containers and pods within the namespace's LimitRanges", NoParams)
+def limit_range(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+    if not context.facts.known:
+        return Skipped("no cluster facts to find the namespace's LimitRanges in", looked=False)
+    ranges = context.facts.limit_ranges(workload.namespace or "default")
+    items = [(str(as_dict(r.get("metadata")).get("name") or "?"), as_dict(item)) for r in ranges
+             for item in as_list(as_dict(r.get("spec")).get("limits"))]
+    if not items:
+        return Skipped("no LimitRange in the namespace")
+    findings: list[Finding] = []
+    for template in workload.templates:
+        for name, item in items:
+            if item.get("type") == "Container":
+                for key, index, container in template.regular_containers():
+                    findings += _range_findings(template.path(key, index, "resources"), _container_amounts(
+                        container, item), item, f"{container_label(key, container)}", name)
+            elif item.get("type") == "Pod":
+                amounts = {s: pod_amounts(template, s) for s in ("requests", "limits")}
+                findings += _range_findings(template.path("containers"), amounts, item, _who(template), name)
+    return findings
+
+
+def _container_amounts(container: dict[str, Any], item: Mapping[str, Any]) -> dict[str, dict[str, Decimal]]:
+    """A container's requests and limits as the LimitRanger admission plugin leaves them: unset limits take the
+    range's `default`, unset requests its `defaultRequest`, else the limit."""
+    resources = as_dict(container.get("resources"))
+    limits = {**_amounts(item.get("default")), **_amounts(resources.get("limits"))}
+    requests = {**limits, **_amounts(item.get("defaultRequest")), **_amounts(resources.get("requests"))}
+    return {"requests": requests, "limits": limits}
+
+
+def _amounts(entries: Any) -> dict[str, Decimal]:
+    return {str(r): a for r, v in as_dict(entries).items() if (a := quantity(v)) is not None}
+
+
+def _range_findings(ptr: str, amounts: Mapping[str, Mapping[str, Decimal]], item: Mapping[str, Any], who: str,
+                    name: str) -> Iterator[Finding]:
+    fix = "keep within the namespace's LimitRange, or have it changed"
+    for resource, bound in _amounts(item.get("max")).items():
+        if (value := amounts["limits"].get(resource)) is not None and value > bound:
+            yield Finding(ptr, "above limit range", f"{who} has a {resource} limit of {_show(value)}, above the "
+                          f"{_show(bound)} LimitRange {name!r} allows: the API server refuses its pods", fix)
+    for resource, bound in _amounts(item.get("min")).items():
+        if (value := amounts["requests"].get(resource)) is not None and value < bound:
+            yield Finding(ptr, "below limit range", f"{who} requests {_show(value)} {resource}, below the "
+                          f"{_show(bound)} LimitRange {name!r} requires: the API server refuses its pods", fix)
+    for resource, ratio in _amounts(item.get("maxLimitRequestRatio")).items():
+        limit, request = amounts["limits"].get(resource), amounts["requests"].get(resource)
+        if limit is not None and request and limit / request > ratio:
+            yield Finding(ptr, "limit to request ratio too high", f"{who} limits {resource} to "
+                          f"{_show(limit / request)} times its request; LimitRange {name!r} allows {_show(ratio)}",
+                          fix)
 
 
 @check("capacity.priority-class", "every priorityClassName names a PriorityClass that exists", NoParams)

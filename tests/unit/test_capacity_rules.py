@@ -125,3 +125,38 @@ def test_a_priority_class_that_does_not_exist_is_refused():
 
 def test_a_pod_without_a_priority_class_is_skipped():
     assert outcome(pod(), "capacity.priority-class") is Outcome.SKIP
+
+
+# --- capacity.limit-range ----------------------------------------------------------------------------------
+
+LIMITS: dict[str, Any] = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "sizes", "namespace": "ml"},
+                          "spec": {"limits": [{"type": "Container", "max": {"memory": "64Gi"},
+                                               "min": {"cpu": "100m"}, "maxLimitRequestRatio": {"cpu": "4"}}]}}
+RESOURCES = "/spec/containers/0/resources"
+
+
+def test_a_container_within_the_limit_range_passes():
+    sized = change(pod(), RESOURCES, {"limits": {"memory": "32Gi", "cpu": "2"}, "requests": {"cpu": "1"}})
+    assert judged(sized, "capacity.limit-range", LIMITS).outcome is Outcome.PASS
+
+
+@pytest.mark.parametrize(("resources", "reason"), [
+    ({"limits": {"memory": "128Gi"}}, "above limit range"),
+    ({"requests": {"cpu": "50m"}}, "below limit range"),
+    ({"limits": {"cpu": "8"}, "requests": {"cpu": "1"}}, "limit to request ratio too high"),
+])
+def test_a_container_outside_the_limit_range_is_told_the_api_server_will_refuse_its_pods(resources, reason):
+    (finding,) = judged(change(pod(), RESOURCES, resources), "capacity.limit-range", LIMITS).findings
+    assert (finding.reason, finding.path) == (reason, RESOURCES)
+
+
+def test_a_limit_range_default_above_its_max_counts_for_a_container_without_a_limit():
+    defaulted = change(LIMITS, "/spec/limits/0/default", {"memory": "96Gi"})
+    assert [f.reason for f in judged(pod(), "capacity.limit-range", defaulted).findings] == ["above limit range"]
+
+
+def test_a_pod_limit_range_counts_the_whole_pod():
+    per_pod = change(LIMITS, "/spec/limits", [{"type": "Pod", "max": {"nvidia.com/gpu": "2"}}])
+    assert [f.detail for f in judged(pod(gpus=4), "capacity.limit-range", per_pod).findings] == [
+        "the pod has a nvidia.com/gpu limit of 4, above the 2 LimitRange 'sizes' allows: the API server refuses its "
+        "pods"]

@@ -234,7 +234,7 @@ def storage_class(name: str, default: bool = False) -> dict:
 def test_facts_are_known_only_once_every_kind_was_listed():
     facts = WatchedFacts()
     for kind in ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "ResourceQuota",
-                 "PriorityClass", "TrainingRuntime", "ClusterTrainingRuntime"):
+                 "LimitRange", "PriorityClass", "TrainingRuntime", "ClusterTrainingRuntime"):
         facts.replace(kind, [])
         assert facts.known is False
     facts.replace("Node", [node("a")])
