@@ -223,23 +223,46 @@ def test_command(output: str, suites: tuple[str, ...]) -> None:
 
 @cli.command()
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
-def rules(output: str) -> None:
-    """List every rule with its parameters."""
+@click.argument("names", nargs=-1)
+def rules(output: str, names: tuple[str, ...]) -> None:
+    """List every rule with its parameters; with NAMES, each named rule and every parameter described."""
     import json
 
     from mlgate.rules.registry import catalog
 
+    specs = catalog()
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        fail(f"no rule {unknown[0]!r}; `mlgate rules` lists them")
     entries = [
         {"id": spec.id, "type": "mutation" if spec.is_mutation else "check", "summary": spec.summary,
          "params": spec.params.model_json_schema(by_alias=True).get("properties", {})}
-        for spec in sorted(catalog().values(), key=lambda s: s.id)
+        for spec in sorted(specs.values(), key=lambda s: s.id) if not names or spec.id in names
     ]
     if output == "json":
         click.echo(json.dumps(entries, indent=2))
-        return
-    for entry in entries:
-        params = ", ".join(entry["params"]) or "-"
-        click.echo(f"{entry['id']:<28} {entry['type']:<8} {entry['summary']}  [params: {params}]")
+    elif names:
+        for entry in entries:
+            click.echo(f"{entry['id']} ({entry['type']}): {entry['summary']}")
+            for name, schema in entry["params"].items():
+                default = f" (default {json.dumps(schema['default'])})" if "default" in schema else ""
+                click.echo(f"  {name}: {schema.get('description', '')}{default}")
+            click.echo(f"  docs: docs/rules.md#{entry['id']}")
+    else:
+        for entry in entries:
+            params = ", ".join(entry["params"]) or "-"
+            click.echo(f"{entry['id']:<28} {entry['type']:<8} {entry['summary']}  [params: {params}]")
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script: `eval "$(mlgate completion bash)"` (or zsh, fish)."""
+    from click.shell_completion import get_completion_class
+
+    completer = get_completion_class(shell)
+    assert completer is not None  # click ships all three
+    click.echo(completer(cli, {}, "mlgate", "_MLGATE_COMPLETE").source())
 
 
 @cli.command("mig-lint")

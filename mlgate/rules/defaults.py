@@ -64,8 +64,9 @@ def _whole_count(value: Any) -> bool:
 
 
 class TolerationParams(Params):
-    key: str = "nvidia.com/gpu"
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+    key: str = Field(default="nvidia.com/gpu", description="the taint key GPU nodes carry")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        default="NoSchedule", description="the taint's effect the toleration names")
 
 
 @mutation("defaults.gpu-toleration", "GPU pods tolerate the GPU node taint", TolerationParams, order=20,
@@ -91,10 +92,11 @@ def _tolerates(toleration: Any, key: str, effect: str) -> bool:
 
 
 class SecurityParams(Params):
-    disallow_privilege_escalation: bool = True
-    drop_all_capabilities: bool = True
-    seccomp_runtime_default: bool = True
-    run_as_non_root: bool = False
+    disallow_privilege_escalation: bool = Field(default=True, description="set allowPrivilegeEscalation: false")
+    drop_all_capabilities: bool = Field(default=True, description="set capabilities.drop: [ALL]")
+    seccomp_runtime_default: bool = Field(default=True, description="set the pod's seccompProfile RuntimeDefault")
+    run_as_non_root: bool = Field(default=False, description="set runAsNonRoot: true (breaks images that run as "
+                                  "root)")
 
 
 @mutation("defaults.security-context", "hardened securityContext where unset", SecurityParams, order=30,
@@ -143,9 +145,11 @@ def _harden_container(template: PodTemplate, key: str, index: int, container: di
 
 
 class RunPolicyParams(Params):
-    restart_policy: Literal["OnFailure", "Never", "ExitCode", "Always"] = "OnFailure"
-    backoff_limit: int | None = Field(default=3, ge=0)
-    clean_pod_policy: Literal["All", "Running", "None"] | None = "Running"
+    restart_policy: Literal["OnFailure", "Never", "ExitCode", "Always"] = Field(
+        default="OnFailure", description="each replica's restartPolicy where unset")
+    backoff_limit: int | None = Field(default=3, ge=0, description="retries before the job fails, where unset")
+    clean_pod_policy: Literal["All", "Running", "None"] | None = Field(
+        default="Running", description="which pods are deleted when the job ends, where unset")
 
 
 @mutation("defaults.run-policy", "restartPolicy, backoffLimit and cleanPodPolicy", RunPolicyParams, order=40,
@@ -170,8 +174,8 @@ def run_policy(workload: Workload, params: RunPolicyParams, context: Context) ->
 
 
 class ShmParams(Params):
-    size_limit: str | None = "8Gi"
-    min_gpus_per_pod: int = Field(default=2, ge=1)
+    size_limit: str | None = Field(default="8Gi", description="the /dev/shm emptyDir's sizeLimit (null: none)")
+    min_gpus_per_pod: int = Field(default=2, ge=1, description="pods with at least this many GPUs get /dev/shm")
 
 
 @mutation("defaults.shm", "memory-backed /dev/shm for multi-GPU NCCL jobs", ShmParams, order=50,
@@ -204,8 +208,9 @@ def shared_memory(workload: Workload, params: ShmParams, context: Context) -> bo
 
 
 class CheckpointEnvParams(Params):
-    env_name: str = "CHECKPOINT_DIR"
-    claim_patterns: list[str] = Field(default_factory=lambda: ["*checkpoint*", "*ckpt*"])
+    env_name: str = Field(default="CHECKPOINT_DIR", description="the env var that names the checkpoint directory")
+    claim_patterns: list[str] = Field(default_factory=lambda: ["*checkpoint*", "*ckpt*"],
+                                      description="shell patterns of claim names that hold checkpoints")
 
 
 @mutation("defaults.checkpoint-env", "the checkpoint directory as an env var", CheckpointEnvParams, order=60,

@@ -78,8 +78,8 @@ WHOLE_GANGS = {
 
 
 class GangParams(Params):
-    scheduler: Scheduler
-    queue: str | None = None
+    scheduler: Scheduler = Field(description="the gang scheduler whose markers are written")
+    queue: str | None = Field(default=None, description="the scheduler's queue for the job (a label value)")
     scheduler_name: str | None = Field(default=None, min_length=1, description="override the scheduler's name")
     min_member: int | None = Field(default=None, ge=1, description="unset: every pod of the job")
 

@@ -62,9 +62,9 @@ def limits(workload: Workload, params: Params, context: Context) -> Iterator[Fin
 
 
 class MaxParams(Params):
-    per_container: int | None = Field(default=None, ge=0)
-    per_pod: int | None = Field(default=None, ge=0)
-    per_job: int | None = Field(default=None, ge=0)
+    per_container: int | None = Field(default=None, ge=0, description="GPUs one container may ask for")
+    per_pod: int | None = Field(default=None, ge=0, description="GPUs one pod may hold at once")
+    per_job: int | None = Field(default=None, ge=0, description="GPUs all of a job's pods may hold at once")
 
 
 @check("gpu.max", "at most N GPUs per container, per pod and per job", MaxParams)

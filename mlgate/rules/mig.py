@@ -81,8 +81,10 @@ class Ask:
 
 
 class ProfileParams(Params):
-    gpu_models: list[ModelKey] = Field(default_factory=lambda: list(ALL_MODELS), min_length=1)
-    strategy: Literal["mixed", "single", "any"] = "any"
+    gpu_models: list[ModelKey] = Field(default_factory=lambda: list(ALL_MODELS), min_length=1,
+                                       description="the GPU models the cluster has (mig_tables keys)")
+    strategy: Literal["mixed", "single", "any"] = Field(default="any", description="the device plugin's MIG "
+                                                       "strategy: how pods name MIG devices")
 
 
 @check("mig.profile-exists", "MIG profiles asked for exist on the GPU models named", ProfileParams)

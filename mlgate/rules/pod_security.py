@@ -159,9 +159,12 @@ class Exceptions(Params):
 class BaselineParams(Params):
     LEVEL: ClassVar[str] = "baseline"
 
-    version: Annotated[str, AfterValidator(_version)] = "latest"
-    exceptions: Exceptions = Exceptions()
-    skip_checks: tuple[CheckID, ...] = Field(default=(), strict=False)  # a YAML list
+    version: Annotated[str, AfterValidator(_version)] = Field(default="latest", description="the Pod Security "
+                                                               "Standards version: v1.0 ... v1.35 or latest")
+    exceptions: Exceptions = Field(default=Exceptions(), description="named exceptions: capabilities, host "
+                                   "paths, sysctls, volume types, per container")
+    skip_checks: tuple[CheckID, ...] = Field(default=(), strict=False,  # a YAML list
+                                             description="check IDs not run at all")
 
     @field_validator("skip_checks")
     @classmethod
@@ -203,7 +206,7 @@ class RestrictedParams(BaselineParams):
     LEVEL: ClassVar[str] = "restricted"
     # false: only the restricted checks, for policies that bind baseline separately
     # (deny baseline + warn restricted would otherwise report each baseline finding twice)
-    include_baseline: bool = True
+    include_baseline: bool = Field(default=True, description="run the baseline checks too")
 
 
 @check("pod-security.baseline", "Pod Security Standards baseline profile, as pod-security-admission", BaselineParams)

@@ -132,8 +132,10 @@ def _add_volume(
 class SharedClaimParams(Params):
     min_replicas: int = Field(default=2, ge=2, description="pods that must share a claim before it must be RWX")
     extra_rwx_provisioners: list[str] = Field(default_factory=list, description="in-house drivers that share RWX")
-    require_known_provisioner: bool = False
-    allow_missing_claims: bool = Field(default=False, description="pass claims absent from the facts")
+    require_known_provisioner: bool = Field(default=False, description="refuse a driver the table does not know "
+                                                                       "(else: a skip naming it)")
+    allow_missing_claims: bool = Field(default=False, description="a claim absent from the facts is a skip that "
+                                                                  "says so, not a finding")
 
 
 @check("storage.shared-claim-rwx", "a claim that several pods mount read-write is ReadWriteMany", SharedClaimParams)
@@ -251,7 +253,8 @@ def checkpoint_posix(workload: Workload, params: NoParams, context: Context) -> 
 
 
 class UriParams(Params):
-    allowed_schemes: list[str] = Field(default_factory=lambda: list(DEFAULT_SCHEMES), min_length=1)
+    allowed_schemes: list[str] = Field(default_factory=lambda: list(DEFAULT_SCHEMES), min_length=1,
+                                       description="URI schemes allowed (azure: Azure blob and file hosts)")
 
     @field_validator("allowed_schemes")
     @classmethod
