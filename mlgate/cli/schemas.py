@@ -26,7 +26,8 @@ def policy_schema() -> dict[str, Any]:
             schema.setdefault("$defs", {})[name] = definition
         rules.append({"type": "object", "description": spec.summary, "additionalProperties": False,
                       "required": ["rule"],
-                      "properties": {"rule": {"const": spec.id}, "action": {"enum": ["deny", "warn", "audit"]}, "params": params}})
+                      "properties": {"rule": {"const": spec.id}, "action": {"enum": ["deny", "warn", "audit"]},
+                                     "params": params}})
     schema["$defs"]["RuleBinding"] = {"oneOf": rules}
     return {"$schema": DIALECT, "title": "MLPolicy or ClusterMLPolicy", **schema}
 
