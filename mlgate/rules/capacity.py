@@ -108,35 +108,38 @@ def _show(amount: Decimal) -> str:
     return str(int(amount)) if amount == amount.to_integral_value() else f"{amount.normalize():f}"
 
 
-@check("capacity.quota", "the whole job fits within its namespace's ResourceQuotas", NoParams)
-def quota(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+def _job_charges(workload: Workload, context: Context) -> list[Charge] | Skipped:
+    """What the job is charged against its namespace's quotas, or why that cannot be worked out."""
     if not workload.pods_counted:
         return Skipped(f"how many {workload.kind} pods run at once is not known")
     if not context.facts.known:
         return Skipped("no cluster facts to find the namespace's ResourceQuotas in", looked=False)
-    namespace = workload.namespace or "default"
+    return list(charges(workload, context.facts.resource_quotas(workload.namespace or "default")))
+
+
+@check("capacity.quota", "the whole job fits within its namespace's ResourceQuotas", NoParams)
+def quota(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+    charged = _job_charges(workload, context)
+    if isinstance(charged, Skipped):
+        return charged
     return [Finding("/spec", "quota exceeded", f"{workload.kind} {workload.name!r} asks for {_show(asked)} {key} in "
-                    f"all, but ResourceQuota {name!r} in namespace {namespace} allows {_show(hard)}",
-                    "ask for less per pod or fewer replicas, or have the quota raised")
-            for name, key, asked, hard, _ in charges(workload, context.facts.resource_quotas(namespace))
-            if asked > hard]
+                    f"all, but ResourceQuota {name!r} in namespace {workload.namespace or 'default'} allows "
+                    f"{_show(hard)}", "ask for less per pod or fewer replicas, or have the quota raised")
+            for name, key, asked, hard, _ in charged if asked > hard]
 
 
 @check("capacity.quota-available", "the whole job fits in what its namespace's quotas have left", NoParams)
 def quota_available(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
     if context.operation == "UPDATE":
         return Skipped("an update: the job's own pods are counted as used already")
-    if not workload.pods_counted:
-        return Skipped(f"how many {workload.kind} pods run at once is not known")
-    if not context.facts.known:
-        return Skipped("no cluster facts to find the namespace's ResourceQuotas in", looked=False)
-    namespace = workload.namespace or "default"
+    charged = _job_charges(workload, context)
+    if isinstance(charged, Skipped):
+        return charged
     return [Finding("/spec", "quota used up", f"{workload.kind} {workload.name!r} asks for {_show(asked)} {key}, but "
                     f"ResourceQuota {name!r} has {_show(max(hard - used, Decimal(0)))} of {_show(hard)} left "
                     f"({_show(used)} used): its pods wait until {_show(asked - (hard - used))} more are free",
                     "wait, or free what other jobs in the namespace hold")
-            for name, key, asked, hard, used in charges(workload, context.facts.resource_quotas(namespace))
-            if used is not None and hard - used < asked <= hard]
+            for name, key, asked, hard, used in charged if used is not None and hard - used < asked <= hard]
 
 
 @check("capacity.nodes", "each pod fits on a node it may run on, and the whole job on all of them", NoParams)
