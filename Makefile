@@ -60,6 +60,7 @@ bench: setup
 	$(BIN)/pip install --quiet 'yaml-rs>=0.1.6,<0.2'  # the `bench` extra: not in the lock, timed for reference
 	$(BIN)/python bench/validate_bench.py
 	$(BIN)/python bench/kinds_bench.py
+	$(BIN)/python bench/schema_bench.py
 
 bench-webhook: setup
 	$(BIN)/python bench/webhook_bench.py

@@ -28,6 +28,9 @@ LABELS = {"violations": "DENY", "warnings": "WARN", "audit": "AUDIT"}
 # results that are no rule's: the object could not be read, or the engine could not evaluate it at all
 INPUT_RULES = {"parse": "the document is no Kubernetes object mlgate can read",
                "evaluate": "the engine could not evaluate the object"}
+# what mlgate validate checks of a kind whose CRD it has: no policy's rules, documented beside them
+CRD_CHECKS = {"schema": "the object holds to its CRD's openAPIV3Schema, as the API server applies it",
+              "cel": "the object holds to its CRD's x-kubernetes-validations CEL rules"}
 
 
 def junit(records: Sequence[Record]) -> str:
@@ -121,8 +124,8 @@ def _rule(rule_id: str) -> dict[str, Any]:
     if rule_id in INPUT_RULES:
         return {"id": rule_id, "shortDescription": {"text": INPUT_RULES[rule_id]}}
     spec = catalog().get(rule_id)
-    return {"id": rule_id, "shortDescription": {"text": spec.summary if spec else rule_id},
-            "helpUri": f"{RULES_DOC}#{rule_id}"}
+    summary = spec.summary if spec else CRD_CHECKS.get(rule_id, rule_id)
+    return {"id": rule_id, "shortDescription": {"text": summary}, "helpUri": f"{RULES_DOC}#{rule_id}"}
 
 
 def artifact_uri(source: str) -> str:

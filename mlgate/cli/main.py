@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from mlgate.cli.review import Record, Render
     from mlgate.cli.text import Style
     from mlgate.engine import PolicySet
+    from mlgate.loading.schemas import SchemaCatalog
     from mlgate.model.facts import ClusterFacts
 
 EXIT_OK, EXIT_DENIED, EXIT_ERROR = 0, 1, 2
@@ -56,6 +57,28 @@ def load_policies(paths: Sequence[str]) -> PolicySet:
     return policies
 
 
+def load_schemas(paths: Sequence[str]) -> SchemaCatalog | None:
+    """mlgate's own CRDs and those under `paths`; None, said once, when the `schema` extra is missing. CRDs asked
+    for by name and not checkable are an error: a green run must not hide that they were never looked at."""
+    from mlgate.loading.schemas import EXTRA, SchemaCatalog, SchemaLoadError, default_crd_dir, missing_module
+
+    missing = missing_module()
+    if missing is not None:
+        message = f"CRD schemas not checked: {missing} comes with mlgate[{EXTRA}]: pip install 'mlgate[{EXTRA}]'"
+        if paths:
+            fail(message)
+        click.echo(f"mlgate: {message}", err=True)
+        return None
+    try:
+        catalog = SchemaCatalog.from_paths([default_crd_dir()])
+        empty = [p for p in paths if not catalog.extend([p])]
+    except SchemaLoadError as exc:
+        fail(f"crds: {exc}")
+    if empty:
+        fail(f"crds: {empty[0]}: no CustomResourceDefinition with a schema")
+    return catalog
+
+
 def load_facts(path: str | None) -> ClusterFacts:
     from mlgate.loading.documents import InputError, read_documents
     from mlgate.model.facts import NO_FACTS, StaticFacts
@@ -87,6 +110,11 @@ allow_empty_option = click.option(
 color_option = click.option(
     "--color", "color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
     help="Colour the text report's verdicts; auto: on a terminal, unless NO_COLOR is set.",
+)
+crds_option = click.option(
+    "--crds", "crd_paths", multiple=True, type=click.Path(exists=True),
+    help="CRD file or directory (repeatable), checked like mlgate's own CRDs: objects of their kinds must pass "
+         "the openAPIV3Schema and CEL rules, as the API server demands. Needs mlgate[schema] (exit 2 without it).",
 )
 facts_option = click.option("--facts", type=click.Path(), help="YAML/JSON file of cluster objects: "
                             "Namespaces, PersistentVolumeClaims, PersistentVolumes, StorageClasses, Nodes, "
@@ -125,7 +153,8 @@ class TransportGroup(click.Group):
 
 # The modules each extra of pyproject.toml brings, as imported
 EXTRAS = {"server": ("fastapi", "uvicorn", "cryptography", "kubernetes", "prometheus_client"),
-          "reconciler": ("kubernetes", "prometheus_client", "cryptography")}
+          "reconciler": ("kubernetes", "prometheus_client", "cryptography"),
+          "schema": ("jsonschema", "celpy")}
 
 
 def _needs_extra(command: str, extra: str, missing: str) -> click.Command:
@@ -148,6 +177,7 @@ def cli() -> None:
 @cli.command()
 @policies_option
 @facts_option
+@crds_option
 @namespace_option
 @click.option("-o", "--output", type=click.Choice(["text", "json", "junit", "sarif"]), default="text")
 @click.option("-q", "--quiet", is_flag=True, help="Text: only denied and failed objects, and what blocks them.")
@@ -158,16 +188,17 @@ def cli() -> None:
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
 @click.argument("paths", nargs=-1, required=True)
 def validate(  # click passes options by name
-    *, policy_paths: tuple[str, ...], facts: str | None, namespace: str, output: str, quiet: bool, color: str,
-    warn_exit_code: int, allow_empty: bool, jobs: int | None, paths: tuple[str, ...],
+    *, policy_paths: tuple[str, ...], facts: str | None, crd_paths: tuple[str, ...], namespace: str, output: str,
+    quiet: bool, color: str, warn_exit_code: int, allow_empty: bool, jobs: int | None, paths: tuple[str, ...],
 ) -> None:
-    """Judge manifests as admission would: mutations first, then checks. PATH may be a file,
+    """Judge manifests as admission would: mutations first, then checks; objects of a CRD's kind (mlgate's own,
+    and --crds) also against its schema and CEL rules, as the API server does. PATH may be a file,
     a directory (searched recursively) or - for stdin."""
     from mlgate.cli.report import Reporter
 
     reporter = Reporter(output, sys.stdout, _style(sys.stdout, color, quiet))
     statuses = set()
-    for record in _review(paths, policy_paths, facts, namespace, jobs=jobs, render=reporter.render):
+    for record in _review(paths, policy_paths, facts, namespace, jobs=jobs, render=reporter.render, crds=crd_paths):
         reporter.add(record)
         statuses.add(record.status)
     counts = reporter.finish()
@@ -299,6 +330,7 @@ def _refuse_empty(documents: int, paths: Sequence[str], allow_empty: bool) -> No
 def _review(
     paths: Sequence[str], policy_paths: Sequence[str], facts_path: str | None, namespace: str, *,
     keep_mutated: bool = False, jobs: int | None = None, render: Render | None = None, echo_errors: bool = True,
+    crds: Sequence[str] | None = None,
 ) -> Iterator[Record]:
     from mlgate.cli.review import Settings, review
     from mlgate.loading.documents import InputError
@@ -307,7 +339,8 @@ def _review(
     from mlgate.loading.peers import with_pod_groups
 
     facts = with_pod_groups(load_facts(facts_path), paths, namespace)  # a Kueue pod group's members judged together
-    settings = Settings(load_policies(policy_paths), facts, namespace, keep_mutated)
+    schemas = load_schemas(crds) if crds is not None else None  # None: `mutate` prints, it does not judge schemas
+    settings = Settings(load_policies(policy_paths), facts, namespace, keep_mutated, schemas)
     try:
         for record in review(paths, settings, jobs=jobs, render=render):
             if record.error and echo_errors:

@@ -22,6 +22,7 @@ from typing import Any
 from mlgate.cli.namespaces import DEFAULT_NAMESPACE, evaluate_in_namespace
 from mlgate.engine import PolicySet
 from mlgate.loading.documents import Document, expand, read_documents
+from mlgate.loading.schemas import SchemaCatalog
 from mlgate.model import pointer
 from mlgate.model.facts import ClusterFacts
 from mlgate.model.namespaces import in_namespace
@@ -40,6 +41,7 @@ class Settings:
     facts: ClusterFacts
     namespace: str = DEFAULT_NAMESPACE  # for objects that name none, as kubectl's context would give
     keep_mutated: bool = False
+    schemas: SchemaCatalog | None = None  # CRD schemas the objects of their kinds must pass first
 
 
 @dataclass
@@ -166,6 +168,8 @@ def _review_object(document: Document, obj: Any, settings: Settings, *, item: in
     record.note, record.notes = decision.note, decision.notes
     record.status = "skipped" if decision.note else ("allowed" if decision.allowed else "denied")
     _add_results(record, document, decision, prefix)
+    if settings.schemas is not None:
+        _add_schema_results(record, document, obj, settings.schemas, prefix)
     record.patch = decision.patch
     if settings.keep_mutated:
         record.mutated = decision.mutated if decision.mutated is not None else obj
@@ -263,6 +267,23 @@ def _add_results(record: Record, document: Document, decision: Decision, prefix:
         "audit": len(record.audit) + sum(d.count for d in record.dropped if d.level == "audit"),
         "unchecked": len(record.unchecked),
     }
+
+
+def _add_schema_results(record: Record, document: Document, obj: dict[str, Any], schemas: SchemaCatalog,
+                        prefix: str) -> None:
+    """What the object's CRD refuses, as `[crd/schema]` and `[crd/cel]` denials ahead of the policies' findings:
+    the API server refuses such an object whatever admission says."""
+    verdict = schemas.check(obj)
+    if verdict is None:
+        return
+    items = [Item("crd", v.check, "deny", prefix + v.path, v.reason, v.detail, v.fix) for v in verdict.violations]
+    for item in items:
+        item.line = document.line_of(item.path)
+    record.violations[:0] = items
+    record.unchecked += [Unlooked("crd", check, "deny", reason) for check, reason in verdict.unchecked]
+    record.totals["unchecked"] = len(record.unchecked)
+    if items:
+        record.status = "denied"
 
 
 def _level(result: RuleResult) -> str | None:
