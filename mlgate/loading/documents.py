@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import yaml
 
-from mlgate.loading.linemap import NotFinite, compose_node, line_at, load_with_node
+from mlgate.loading.linemap import NotFinite, SafeDumper, compose_node, line_at, load_with_node
 
 MAX_DOCUMENT_BYTES = 3 * 1024 * 1024  # the API server refuses objects well below this
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -204,4 +204,5 @@ def _without_bom(handle: IO[bytes]) -> Iterator[bytes]:
 
 
 def dump_yaml(documents: Iterable[dict[str, Any]], out: IO[str]) -> None:
-    yaml.safe_dump_all(list(documents), out, sort_keys=False, default_flow_style=False, explicit_start=True)
+    yaml.dump_all(list(documents), out, Dumper=SafeDumper, sort_keys=False, default_flow_style=False,
+                  explicit_start=True)

@@ -63,8 +63,16 @@ SafeLoader.yaml_implicit_resolvers = {  # a copy: PyYAML's own loaders keep thei
 SafeLoader.add_constructor(_TIMESTAMP, _as_text)  # an explicit `!!timestamp` stays text too
 # YAML 1.1 wants a dot in a float; the API server's YAML (go-yaml, `yamlStyleFloat`) reads `1e3` as 1000 and
 # refuses `1e400`, so such a scalar is a float here too, not text
-SafeLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9]+[eE][-+]?[0-9]+$"),
-                                 list("-+0123456789"))
+EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9]+[eE][-+]?[0-9]+$")
+SafeLoader.add_implicit_resolver("tag:yaml.org,2002:float", EXPONENT_FLOAT, list("-+0123456789"))
+
+
+class SafeDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, quoting the strings go-yaml would read as numbers (`"3e-5"`): what mlgate writes,
+    kubectl reads back with the same types."""
+
+
+SafeDumper.add_implicit_resolver("tag:yaml.org,2002:float", EXPONENT_FLOAT, list("-+0123456789"))
 
 
 class NotFinite(ConstructorError):

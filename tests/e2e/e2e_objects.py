@@ -52,8 +52,9 @@ def pytorchjob(name: str, limits: dict[str, Any], workers: int = 1) -> dict[str,
 def _offline(command: str, obj: dict[str, Any], namespace_labels: dict[str, str] | None, tmp: Path,
              *extra: str) -> subprocess.CompletedProcess[str]:
     tmp.mkdir(parents=True, exist_ok=True)
-    manifest, facts = tmp / "object.yaml", tmp / "facts.yaml"
-    manifest.write_text(to_yaml(obj), encoding="utf-8")
+    # JSON: PyYAML would write "3e-5" unquoted, which go-yaml (and so mlgate) reads as a number
+    manifest, facts = tmp / "object.json", tmp / "facts.yaml"
+    manifest.write_text(json.dumps(obj), encoding="utf-8")
     namespace = str(obj["metadata"]["namespace"])
     facts.write_text(to_yaml({"apiVersion": "v1", "kind": "Namespace",
                               "metadata": {"name": namespace, "labels": namespace_labels or {}}}), encoding="utf-8")

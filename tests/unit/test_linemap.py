@@ -127,3 +127,15 @@ def test_a_number_out_of_range_is_refused_where_it_stands(text: str, problem: st
 def test_an_exponent_without_a_dot_is_a_number_as_the_api_server_reads_it() -> None:
     value, _ = compose_with_lines("replicas: 1e3\nlimit: -2E-1\nbig: 9223372036854775807\nname: 1e3x\n")
     assert value == {"replicas": 1000.0, "limit": -0.2, "big": 2**63 - 1, "name": "1e3x"}
+
+
+def test_what_mlgate_writes_it_and_kubectl_read_back_with_the_same_types() -> None:
+    import io
+
+    from mlgate.loading.documents import dump_yaml
+
+    written = io.StringIO()
+    dump_yaml([{"lr": "3e-5", "big": "1E10", "rate": 3e-05, "name": "run-1"}], written)
+    assert '"3e-5"' in written.getvalue() or "'3e-5'" in written.getvalue()  # go-yaml would read 3e-5 as a float
+    value, _ = compose_with_lines(written.getvalue().split("---", 1)[1])
+    assert value == {"lr": "3e-5", "big": "1E10", "rate": 3e-05, "name": "run-1"}
