@@ -191,8 +191,12 @@ def _read_crds(paths: Iterable[str | Path]) -> Iterator[tuple[str, dict[str, Any
         try:
             with open(source, "rb") as handle:
                 documents = list(yaml.load_all(handle, Loader=loader))
-        except (OSError, yaml.YAMLError) as exc:
-            raise SchemaLoadError(f"{source}: {str(exc).splitlines()[0]}") from exc
+        except OSError as exc:
+            raise SchemaLoadError(f"{source}: cannot read: {exc.strerror or exc}") from exc
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{source}:{mark.line + 1}" if mark is not None else source
+            raise SchemaLoadError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from exc
         for document in documents:
             if isinstance(document, dict) and document.get("kind") == CRD_KIND:
                 yield source, document

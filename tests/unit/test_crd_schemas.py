@@ -334,3 +334,12 @@ def test_the_webhook_and_the_reconciler_never_import_the_schema_check() -> None:
             if isinstance(node, ast.ImportFrom | ast.Import):
                 names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
                 assert not any(n.startswith(("mlgate.loading.schemas", "mlgate.loading.cel_rules")) for n in names)
+
+
+def test_a_crd_file_that_does_not_parse_is_an_error_at_its_line(tmp_path):
+    from mlgate.loading.schemas import SchemaCatalog, SchemaLoadError
+
+    broken = tmp_path / "crds.yaml"
+    broken.write_text("apiVersion: apiextensions.k8s.io/v1\nspec: [unclosed\n", encoding="utf-8")
+    with pytest.raises(SchemaLoadError, match=r"crds\.yaml:3: invalid YAML: did not find expected"):
+        SchemaCatalog.from_paths([broken])
