@@ -200,12 +200,11 @@ def compile_policy(
             )
             continue
         bindings.append(Binding(spec, params, binding.action))
+    errors += [err(f"/spec/gpuResources/{i}", f"{r!r} is not a resource name or a shell pattern of one "
+                   "(e.g. example.com/npu, example.com/npu-*)")
+               for i, r in enumerate(document.spec.gpuResources) if not _RESOURCE_PATTERN.match(r)]
     if errors:
         return None, errors
-    bad = [(i, r) for i, r in enumerate(document.spec.gpuResources) if not _RESOURCE_PATTERN.match(r)]
-    if bad:
-        return None, [err(f"/spec/gpuResources/{i}", f"{r!r} is not a resource name or a shell pattern of one "
-                          "(e.g. example.com/npu, example.com/npu-*)") for i, r in bad]
     meta = document.metadata
     namespace = (meta.namespace or "default") if document.kind == "MLPolicy" else None
     refs = tuple(KindRef(kind, _dotted(ptr), line_for(lines, ptr))
