@@ -7,7 +7,8 @@ TrainingJob (`mlgate.dev/v1alpha1`) -> in this order:
 1. a PodGroup `<job>` when `spec.scheduling.gang` is true: Volcano `scheduling.volcano.sh/v1beta1`
    (minMember, queue (default "default"), priorityClassName) or coscheduling `scheduling.x-k8s.io/v1alpha1`
    (minMember); minMember = `scheduling.minMember` (capped at the pod count) or every pod (ml-domain §2);
-2. for MPI, a ConfigMap `<job>-config` with key `hostfile`, mounted read-only at /etc/mpi in the launcher;
+2. for MPI, a ConfigMap `<job>-config` with key `hostfile`, mounted read-only at /etc/mpi in the launcher, and
+   the SSH Secret `<job>-ssh` mounted in every pod, workers running sshd (mpi.py);
 3. one headless Service `<job>` (`clusterIP: None`, `publishNotReadyAddresses` so peers resolve while
    starting) selecting every pod of the job, with the framework port (see frameworks.py for DNS);
 4. one Pod per replica `<job>-<role lower>-<index>`, in render.training_roles order.
@@ -33,20 +34,19 @@ from typing import Any
 from mlgate.rules.gang_markers import ANNOTATIONS, GROUP, LABELS, QUEUE, SCHEDULER_NAMES, label_value
 from mlgate.workloads import render
 
-from . import frameworks
+from . import frameworks, mpi
 from .frameworks import Env, Replica, Topology
 
 __all__ = [
-    "COMPONENT_LABEL",
-    "ISVC_LABEL",
     "JOB_LABEL",
     "REPLICA_INDEX_LABEL",
     "REPLICA_TYPE_LABEL",
+    "child_object",
     "desired_children",
-    "desired_inference_children",
-    "has_canary",
-    "hyperparameter_conflicts",
+    "main_container",
+    "name_of",
     "owner_reference",
+    "set_env",
 ]
 
 JOB_LABEL = "mlgate.dev/job-name"
@@ -61,18 +61,19 @@ PODGROUP_API = {"volcano": "scheduling.volcano.sh/v1beta1", "coscheduling": "sch
 
 def desired_children(job: dict[str, Any]) -> list[dict[str, Any]]:
     spec = job.get("spec") or {}
-    name, namespace = _name(job), _namespace(job)
+    name, namespace = name_of(job), namespace_of(job)
     first_role = render.training_roles(spec)[0][0]
     rendered = render.render_pod_spec("TrainingJob", spec, first_role)
-    main = _main(rendered, render.main_container_name("TrainingJob", spec))  # read only
+    main = main_container(rendered, render.main_container_name("TrainingJob", spec))  # read only
     topo = frameworks.topology(name, namespace, spec, main)
     children: list[dict[str, Any]] = []
     podgroup = _podgroup(job, topo)
     if podgroup:
         children.append(podgroup)
     if topo.framework == "mpi":
-        children.append(_object("v1", "ConfigMap", job, f"{name}-config",
+        children.append(child_object("v1", "ConfigMap", job, f"{name}-config",
                                 data={frameworks.HOSTFILE_KEY: frameworks.hostfile(topo)}))
+        children.append(child_object("v1", "Secret", job, mpi.ssh_secret_name(name), **mpi.ssh_secret_body()))
     children.append(_headless_service(job, topo))
     children.extend(_pod(job, topo, replica) for replica in topo.replicas)
     return children
@@ -90,23 +91,17 @@ def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def hyperparameter_conflicts(job: dict[str, Any]) -> list[str]:
-    """Hyperparameter keys that are dropped because a framework or checkpoint variable owns the name."""
-    reserved = frameworks.FRAMEWORK_ENV_NAMES | set(CHECKPOINT_ENV)
-    return sorted(k for k in ((job.get("spec") or {}).get("hyperparameters") or {}) if k in reserved)
-
-
 # --- objects -----------------------------------------------------------------------------------------
 
 
-def _object(api_version: str, kind: str, owner: dict[str, Any], name: str, **body: Any) -> dict[str, Any]:
+def child_object(api_version: str, kind: str, owner: dict[str, Any], name: str, **body: Any) -> dict[str, Any]:
     return {
         "apiVersion": api_version,
         "kind": kind,
         "metadata": {
             "name": name,
-            "namespace": _namespace(owner),
-            "labels": {JOB_LABEL: label_value(_name(owner))},
+            "namespace": namespace_of(owner),
+            "labels": {JOB_LABEL: label_value(name_of(owner))},
             "ownerReferences": [owner_reference(owner)],
         },
         **body,
@@ -122,7 +117,7 @@ def _headless_service(job: dict[str, Any], topo: Topology) -> dict[str, Any]:
     if topo.port is not None:
         port_name = frameworks.PORTS[topo.framework][0]
         spec["ports"] = [{"name": port_name, "port": topo.port, "targetPort": topo.port, "protocol": "TCP"}]
-    return _object("v1", "Service", job, topo.job, spec=spec)
+    return child_object("v1", "Service", job, topo.job, spec=spec)
 
 
 def _podgroup(job: dict[str, Any], topo: Topology) -> dict[str, Any] | None:
@@ -137,7 +132,7 @@ def _podgroup(job: dict[str, Any], topo: Topology) -> dict[str, Any] | None:
         spec["queue"] = str(scheduling.get("queue") or "default")
         if scheduling.get("priorityClassName"):
             spec["priorityClassName"] = str(scheduling["priorityClassName"])
-    return _object(PODGROUP_API[scheduler], "PodGroup", job, _podgroup_name(scheduler, topo.job), spec=spec)
+    return child_object(PODGROUP_API[scheduler], "PodGroup", job, _podgroup_name(scheduler, topo.job), spec=spec)
 
 
 def _podgroup_name(scheduler: str, job: str) -> str:
@@ -149,7 +144,7 @@ def _pod(job: dict[str, Any], topo: Topology, replica: Replica) -> dict[str, Any
     spec = job.get("spec") or {}
     template_meta = (spec.get("template") or {}).get("metadata") or {}
     pod_spec = copy.deepcopy(render.render_pod_spec("TrainingJob", spec, replica.role))
-    main = _main(pod_spec, render.main_container_name("TrainingJob", spec))
+    main = main_container(pod_spec, render.main_container_name("TrainingJob", spec))
     labels: dict[str, str] = {**(template_meta.get("labels") or {})}
     annotations: dict[str, str] = {**(template_meta.get("annotations") or {})}
     labels.update({
@@ -161,11 +156,15 @@ def _pod(job: dict[str, Any], topo: Topology, replica: Replica) -> dict[str, Any
     pod_spec.update({"hostname": replica.name, "subdomain": topo.job, "restartPolicy": "Never"})
     _port(topo, main)
     env = frameworks.framework_env(topo, replica) + _hyperparameters(spec) + _checkpoint(spec, pod_spec, main)
-    if topo.framework == "mpi" and replica.role == "Launcher":
-        _mount(pod_spec, main, {"name": MPI_VOLUME, "configMap": {"name": f"{topo.job}-config"}},
-               {"name": MPI_VOLUME, "mountPath": frameworks.MPI_DIR, "readOnly": True})
-    _set_env(main, env)
-    pod = _object("v1", "Pod", job, replica.name, spec=pod_spec)
+    if topo.framework == "mpi":
+        _mount(pod_spec, main, *mpi.ssh_volume(topo.job))
+        if replica.role == "Launcher":
+            _mount(pod_spec, main, {"name": MPI_VOLUME, "configMap": {"name": f"{topo.job}-config"}},
+                   {"name": MPI_VOLUME, "mountPath": frameworks.MPI_DIR, "readOnly": True})
+        else:
+            mpi.run_sshd(main)
+    set_env(main, env)
+    pod = child_object("v1", "Pod", job, replica.name, spec=pod_spec)
     pod["metadata"]["labels"] = labels
     if annotations:
         pod["metadata"]["annotations"] = annotations
@@ -195,7 +194,7 @@ def _scheduling(scheduling: dict[str, Any], topo: Topology, replica: Replica, po
 # --- containers ----------------------------------------------------------------------------------------
 
 
-def _main(pod_spec: dict[str, Any], name: str) -> dict[str, Any]:
+def main_container(pod_spec: dict[str, Any], name: str) -> dict[str, Any]:
     for container in pod_spec.get("containers") or []:
         if isinstance(container, dict) and container.get("name") == name:
             found: dict[str, Any] = container
@@ -239,125 +238,15 @@ def _mount(pod_spec: dict[str, Any], main: dict[str, Any], volume: dict[str, Any
     main["volumeMounts"] = [m for m in main.get("volumeMounts") or [] if m.get("name") != mount["name"]] + [mount]
 
 
-def _set_env(main: dict[str, Any], env: Env) -> None:
+def set_env(main: dict[str, Any], env: Env) -> None:
     owned = {name for name, _ in env}
     kept = [e for e in main.get("env") or [] if not (isinstance(e, dict) and e.get("name") in owned)]
     main["env"] = kept + [{"name": name, "value": value} for name, value in env]
 
 
-def _name(obj: dict[str, Any]) -> str:
+def name_of(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
 
 
-def _namespace(obj: dict[str, Any]) -> str:
+def namespace_of(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("namespace") or "default")
-
-
-# --- InferenceService ----------------------------------------------------------------------------------
-#
-# InferenceService -> in this order: Deployment `<name>-predictor`, Deployment `<name>-canary` (only with
-# canaryTrafficPercent > 0 and spec.canary), Service `<name>` (ClusterIP, port 80 -> container port 8080, named
-# "http"), and an `autoscaling/v2` HorizontalPodAutoscaler `<name>` on the predictor when `scaling` is set.
-#
-# Traffic split: both Deployments' pods carry the Service's selector label `mlgate.dev/inference-service`, so
-# kube-proxy spreads connections evenly over all ready pods of both; the split is the pod ratio. With
-# total = scaling.minReplicas (default 1) and pct = canaryTrafficPercent:
-#   canary  = max(1, round_half_up(total * pct / 100))     (integer math: (total * pct + 50) // 100)
-#   primary = total - canary, but at least 1 while pct < 100 (never send 100% to a canary asked for less)
-# so the realized share is canary / (primary + canary): total 10 at 10% -> 9 + 1; total 1 at 10% -> 1 + 1 (50%).
-# The split is per connection, not per request (keep-alive clients stick to one pod), and the HPA scales only
-# the predictor, so the canary's share falls as the predictor scales out.
-# Each Deployment selects its own pods with `mlgate.dev/component` (predictor | canary), so the two selectors
-# never overlap. When an HPA exists the reconciler must leave the predictor's spec.replicas to it.
-
-ISVC_LABEL = "mlgate.dev/inference-service"
-COMPONENT_LABEL = "mlgate.dev/component"
-SERVING_PORT, SERVICE_PORT = 8080, 80
-DEFAULT_TARGET_UTILIZATION = 80  # autoscaling/v2's own default when no metric is given
-# Used when spec.image is unset: the images KServe's ClusterServingRuntimes use
-# (kserve/kserve config/runtimes/kustomization.yaml @031922cb).
-DEFAULT_IMAGES = {
-    "triton": "nvcr.io/nvidia/tritonserver:21.09-py3",
-    "torchserve": "pytorch/torchserve-kfs:0.7.0",
-    "tensorflow-serving": "tensorflow/serving:2.6.2",
-}
-
-
-def desired_inference_children(isvc: dict[str, Any]) -> list[dict[str, Any]]:
-    spec = isvc.get("spec") or {}
-    name = _name(isvc)
-    primary, canary = canary_split(spec)
-    children = [_deployment(isvc, "predictor", primary, spec.get("image"), spec.get("modelUri"))]
-    if has_canary(spec):
-        overrides = spec.get("canary") or {}
-        children.append(_deployment(isvc, "canary", canary, overrides.get("image") or spec.get("image"),
-                                    overrides.get("modelUri") or spec.get("modelUri")))
-    children.append(_isvc_object("v1", "Service", isvc, name, spec={
-        "type": "ClusterIP",
-        "selector": {ISVC_LABEL: label_value(name)},
-        "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": SERVING_PORT, "protocol": "TCP"}],
-    }))
-    if spec.get("scaling"):
-        children.append(_hpa(isvc, spec["scaling"]))
-    return children
-
-
-def canary_split(spec: dict[str, Any]) -> tuple[int, int]:
-    """(predictor replicas, canary replicas); see the traffic-split comment above."""
-    total = render.serving_replicas(spec)
-    if not has_canary(spec) or total == 0:
-        return total, 0
-    pct = int(spec["canaryTrafficPercent"])
-    canary = max(1, (total * pct + 50) // 100)
-    primary = total - canary
-    if pct < 100:
-        primary = max(1, primary)
-    return primary, canary
-
-
-def has_canary(spec: dict[str, Any]) -> bool:
-    pct = spec.get("canaryTrafficPercent")
-    return isinstance(pct, int) and pct > 0 and bool(spec.get("canary"))
-
-
-def _isvc_object(api_version: str, kind: str, isvc: dict[str, Any], name: str, **body: Any) -> dict[str, Any]:
-    obj = _object(api_version, kind, isvc, name, **body)
-    obj["metadata"]["labels"] = {ISVC_LABEL: label_value(_name(isvc))}
-    return obj
-
-
-def _deployment(isvc: dict[str, Any], component: str, replicas: int, image: Any, model_uri: Any) -> dict[str, Any]:
-    spec = isvc.get("spec") or {}
-    name = _name(isvc)
-    template_meta = (spec.get("template") or {}).get("metadata") or {}
-    pod_spec = copy.deepcopy(render.render_pod_spec("InferenceService", spec))
-    main = _main(pod_spec, render.SERVING_CONTAINER)
-    main["image"] = str(image or DEFAULT_IMAGES.get(str(spec.get("runtime")), ""))
-    ports = [p for p in main.get("ports") or [] if not (isinstance(p, dict) and p.get("name") == "http")]
-    main["ports"] = [*ports, {"name": "http", "containerPort": SERVING_PORT, "protocol": "TCP"}]
-    _set_env(main, [("MODEL_URI", str(model_uri or ""))])
-    selector = {ISVC_LABEL: label_value(name), COMPONENT_LABEL: component}
-    pod_meta: dict[str, Any] = {"labels": {**(template_meta.get("labels") or {}), **selector}}
-    if template_meta.get("annotations"):
-        pod_meta["annotations"] = dict(template_meta["annotations"])
-    deployment = _isvc_object("apps/v1", "Deployment", isvc, f"{name}-{component}", spec={
-        "replicas": replicas,
-        "selector": {"matchLabels": selector},
-        "template": {"metadata": pod_meta, "spec": pod_spec},
-    })
-    deployment["metadata"]["labels"][COMPONENT_LABEL] = component
-    return deployment
-
-
-def _hpa(isvc: dict[str, Any], scaling: dict[str, Any]) -> dict[str, Any]:
-    name = _name(isvc)
-    low = max(1, render.serving_replicas(isvc.get("spec") or {}))  # minReplicas 0 needs the HPAScaleToZero gate
-    high = scaling.get("maxReplicas")
-    target = scaling.get("targetUtilization") or DEFAULT_TARGET_UTILIZATION
-    return _isvc_object("autoscaling/v2", "HorizontalPodAutoscaler", isvc, name, spec={
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": f"{name}-predictor"},
-        "minReplicas": low,
-        "maxReplicas": max(low, high) if isinstance(high, int) else low,
-        "metrics": [{"type": "Resource", "resource": {
-            "name": "cpu", "target": {"type": "Utilization", "averageUtilization": int(target)}}}],
-    })

@@ -1,19 +1,27 @@
 """Per-framework replica topology and environment of a TrainingJob (pure; no I/O).
 
 Conventions (ml-domain reference §3, Kubeflow training-operator v1.9.0 and mpi-operator v2beta1):
-- PyTorch: `MASTER_ADDR`, `PET_MASTER_ADDR`, `MASTER_PORT`, `PET_MASTER_PORT` (default 23456, port name
-  `pytorchjob-port`), `WORLD_SIZE` = `PET_NNODES` = pods (the CRD has no nprocPerNode, so `PET_NPROC_PER_NODE` is
-  never set and WORLD_SIZE is not multiplied), `RANK` = `PET_NODE_RANK` (master 0, worker i -> i+1),
-  `PYTHONUNBUFFERED=1`.
+- PyTorch (`pkg/controller.v1/pytorch/envvar.go`): `MASTER_ADDR`, `PET_MASTER_ADDR`, `MASTER_PORT`,
+  `PET_MASTER_PORT` (default 23456, port name `pytorchjob-port`), `WORLD_SIZE` = `PET_NNODES` = pods, `RANK` =
+  `PET_NODE_RANK` (master 0, worker i -> i+1), `PET_NPROC_PER_NODE`, `PYTHONUNBUFFERED=1`.
+  Kubeflow always sets `PET_NPROC_PER_NODE` (nprocPerNode defaults to "auto"), and torchrun's own default is 1, so
+  a pod with 4 GPUs launched by torchrun without it uses one. mlgate writes the number "auto" would find on a GPU
+  pod: the whole GPUs per replica, 1 for a MIG device or no GPU ("auto" on a CPU pod means os.cpu_count(), the
+  node's cores, not the container's). WORLD_SIZE stays the pod count, as upstream with "auto" (torchrun sets the
+  per-process WORLD_SIZE itself).
 - TensorFlow: `TF_CONFIG` = {"cluster": {"chief"|"worker"|"ps": ["<pod>.<job>.<ns>.svc:<port>", ...]},
   "task": {"type", "index"}, "environment": "cloud"}; port 2222 (`tfjob-port`).
-- XGBoost: `MASTER_ADDR`, `MASTER_PORT`, `WORLD_SIZE` (pods), `RANK` (worker i -> i+1), `WORKER_PORT`,
-  `WORKER_ADDRS` (comma list of worker hosts); port 9999 (`xgboostjob-port`).
-- MPI: hostfile lines `<job>-worker-<i>.<job>.<ns>.svc slots=<gpus per worker, else 1>` (OpenMPI format); the
-  launcher gets `OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile`, `OMPI_MCA_orte_keep_fqdn_hostnames=true`,
-  `OMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10`. No port (ssh is 22 inside the pods; nothing to declare).
-- JAX: Kubeflow JAXJob's `COORDINATOR_ADDRESS` (worker 0's host), `COORDINATOR_PORT` (default 6666, port name
-  `jaxjob-port`, training-operator v1.9 `jaxjob_types.go`), `NUM_PROCESSES`, `PROCESS_ID`; plus mlgate's own
+- XGBoost (`pkg/controller.v1/xgboost/envvar.go`): `MASTER_ADDR`, `MASTER_PORT`, `WORLD_SIZE` (pods), `RANK`
+  (worker i -> i+1), `PYTHONUNBUFFERED=1`, and only with more than one replica `WORKER_PORT` and `WORKER_ADDRS`
+  (comma list of worker hosts); port 9999 (`xgboostjob-port`).
+- MPI (mpi-operator v2beta1 `pkg/controller/mpi_job_controller.go`, OpenMPI): hostfile lines
+  `<job>-worker-<i>.<job>.<ns>.svc slots=<gpus per worker, else 1>`; the launcher gets
+  `OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile`, `OMPI_MCA_orte_keep_fqdn_hostnames=true`,
+  `OMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10`, `OMPI_MCA_orte_set_default_slots=<slots>` and blank
+  `NVIDIA_VISIBLE_DEVICES`/`NVIDIA_DRIVER_CAPABILITIES` (it never runs as a worker here, so it must not take a
+  GPU a runtime would otherwise expose); every pod gets `K_MPI_JOB_ROLE` (launcher | worker). SSH is in mpi.py.
+- JAX (`pkg/controller.v1/jax/envvar.go`): `COORDINATOR_ADDRESS` (worker 0's host), `COORDINATOR_PORT` (default
+  6666, port name `jaxjob-port`), `NUM_PROCESSES`, `PROCESS_ID`, `PYTHONUNBUFFERED=1`; plus mlgate's own
   `JAX_COORDINATOR_ADDRESS` (host:port, ready for `jax.distributed.initialize(coordinator_address=...)`),
   `JAX_NUM_PROCESSES` and `JAX_PROCESS_ID`.
 
@@ -47,6 +55,10 @@ MPI_LAUNCHER_ENV = (
     ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
     ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
 )
+MPI_SLOTS_ENV = "OMPI_MCA_orte_set_default_slots"
+MPI_ROLE_ENV = "K_MPI_JOB_ROLE"
+# blanked on the launcher, as mpi-operator does (nvidiaDisableEnvVars)
+NVIDIA_BLANKED = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
 # Every name any framework may set: hyperparameters never take these.
 FRAMEWORK_ENV_NAMES = frozenset({
     "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PYTHONUNBUFFERED",
@@ -54,7 +66,7 @@ FRAMEWORK_ENV_NAMES = frozenset({
     "TF_CONFIG", "WORKER_PORT", "WORKER_ADDRS",
     "COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID",
     "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
-    *(name for name, _ in MPI_LAUNCHER_ENV),
+    *(name for name, _ in MPI_LAUNCHER_ENV), MPI_SLOTS_ENV, MPI_ROLE_ENV, *NVIDIA_BLANKED,
 })
 
 Env = list[tuple[str, str]]
@@ -75,6 +87,7 @@ class Topology:
     framework: str
     port: int | None
     slots: int  # MPI slots per worker
+    procs_per_pod: int  # torchrun processes per pod: whole GPUs per replica, else 1
     replicas: tuple[Replica, ...]
 
     def of(self, role: str) -> list[Replica]:
@@ -99,8 +112,9 @@ def topology(job: str, namespace: str, spec: dict[str, Any], main_container: dic
         for index in range(count):
             replicas.append(Replica(role, index, len(replicas), pod_name(job, role, index)))
     gpu = (spec.get("resources") or {}).get("gpu")
-    slots = gpu if isinstance(gpu, int) and not isinstance(gpu, bool) and gpu > 0 else 1
-    return Topology(job, namespace, framework, framework_port(framework, main_container), slots, tuple(replicas))
+    per_pod = gpu if isinstance(gpu, int) and not isinstance(gpu, bool) and gpu > 0 else 1
+    return Topology(job, namespace, framework, framework_port(framework, main_container), per_pod, per_pod,
+                    tuple(replicas))
 
 
 def framework_port(framework: str, main_container: dict[str, Any]) -> int | None:
@@ -122,7 +136,7 @@ def framework_env(topo: Topology, replica: Replica) -> Env:
     if topo.framework == "xgboost":
         return _xgboost(topo, replica)
     if topo.framework == "mpi":
-        return list(MPI_LAUNCHER_ENV) if replica.role == "Launcher" else []
+        return _mpi(topo, replica)
     if topo.framework == "jax":
         return _jax(topo, replica)
     return []
@@ -136,6 +150,7 @@ def _pytorch(topo: Topology, replica: Replica) -> Env:
         ("MASTER_PORT", port), ("PET_MASTER_PORT", port),
         ("WORLD_SIZE", size), ("PET_NNODES", size),
         ("RANK", rank), ("PET_NODE_RANK", rank),
+        ("PET_NPROC_PER_NODE", str(topo.procs_per_pod)),
         ("PYTHONUNBUFFERED", "1"),
     ]
 
@@ -154,12 +169,19 @@ def _xgboost(topo: Topology, replica: Replica) -> Env:
     env = [
         ("MASTER_ADDR", topo.host(topo.of("Master")[0])), ("MASTER_PORT", port),
         ("WORLD_SIZE", str(len(topo.replicas))), ("RANK", str(replica.rank)),
-        ("WORKER_PORT", port),
+        ("PYTHONUNBUFFERED", "1"),
     ]
-    workers = topo.of("Worker")
-    if workers:
-        env.append(("WORKER_ADDRS", ",".join(topo.host(w) for w in workers)))
+    if len(topo.replicas) > 1:  # one replica: upstream sets neither
+        env.append(("WORKER_PORT", port))
+        env.append(("WORKER_ADDRS", ",".join(topo.host(w) for w in topo.of("Worker"))))
     return env
+
+
+def _mpi(topo: Topology, replica: Replica) -> Env:
+    if replica.role != "Launcher":
+        return [(MPI_ROLE_ENV, "worker")]
+    return [(MPI_ROLE_ENV, "launcher"), *MPI_LAUNCHER_ENV, (MPI_SLOTS_ENV, str(topo.slots)),
+            *((name, "") for name in NVIDIA_BLANKED)]
 
 
 def _jax(topo: Topology, replica: Replica) -> Env:
@@ -170,6 +192,7 @@ def _jax(topo: Topology, replica: Replica) -> Env:
         ("NUM_PROCESSES", count), ("PROCESS_ID", rank),
         ("JAX_COORDINATOR_ADDRESS", f"{coordinator}:{port}"),
         ("JAX_NUM_PROCESSES", count), ("JAX_PROCESS_ID", rank),
+        ("PYTHONUNBUFFERED", "1"),
     ]
 
 

@@ -49,7 +49,7 @@ from .children import (
     repair_drift,
 )
 from .client import ApiError, KubeClient
-from .desired import COMPONENT_LABEL, ISVC_LABEL, canary_split, desired_inference_children, has_canary
+from .desired_inference import COMPONENT_LABEL, ISVC_LABEL, canary_split, desired_inference_children, has_canary
 from .events import record_event
 from .preflight import invalid_name, namespace_facts, violation
 from .refusals import (

@@ -24,7 +24,8 @@ from mlgate.model.facts import ClusterFacts, StaticFacts
 from mlgate.model.results import MESSAGES_PER_RULE
 
 from .client import KubeClient
-from .desired import desired_children, desired_inference_children
+from .desired import desired_children
+from .desired_inference import desired_inference_children
 
 __all__ = ["MAX_MESSAGE", "invalid_name", "namespace_facts", "violation"]
 

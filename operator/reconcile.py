@@ -82,6 +82,7 @@ from .children import (
 from .client import ApiError, KubeClient
 from .desired import JOB_LABEL, desired_children
 from .events import record_event
+from .mpi import ssh_secret_name
 from .preflight import invalid_name, namespace_facts, violation
 from .refusals import (
     INVALID_NAME,
@@ -94,6 +95,7 @@ from .refusals import (
     stall_event,
     stalled_on,
 )
+from .sshkeys import with_ssh_keys
 from .status import (
     TERMINAL,
     Observation,
@@ -123,7 +125,7 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
     meta = job["metadata"]
     if meta.get("deletionTimestamp"):
         deleting = job  # narrowed to a dict for the closure
-        finalize(client, job, TRAINING, outcome, before_release=lambda: _release_claim(client, deleting, outcome))
+        finalize(client, job, TRAINING, outcome, before_release=lambda: _release(client, deleting, outcome))
         return outcome
     finalized = ensure_finalizer(client, job, outcome)
     if finalized is None:
@@ -132,6 +134,8 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
     desired = [] if verdict else desired_children(job)
     kinds = _listed_kinds(job, desired)
     owned = owned_children(client, job, TRAINING, kinds)
+    if _spec_changed(job) or any(child["kind"] == "Secret" for child in desired):
+        _add_ssh_secret(client, job, owned)
     refusals = Refusals()
     if verdict is None and (job.get("status") or {}).get("phase") not in TERMINAL:
         try:
@@ -142,7 +146,7 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
             outcome.requeue = True  # the job changed under us: count restarts on fresh state next pass
             return outcome
         delete_unwanted(client, desired, owned, outcome)  # pods beyond the replicas, a PodGroup no longer asked
-        refusals = create_children(client, desired, owned, outcome)
+        refusals = create_children(client, with_ssh_keys(desired, set(owned)), owned, outcome)
         repair_drift(client, desired, owned, outcome)
     status, pods = _write_status(client, job, verdict, policies=policies, facts=facts, now=now, outcome=outcome,
                                  refusals=refusals, owned=owned, desired=desired, kinds=kinds)
@@ -158,12 +162,39 @@ def reconcile_training_job(client: KubeClient, namespace: str, name: str, polici
     return outcome
 
 
+def _add_ssh_secret(client: KubeClient, job: dict[str, Any], owned: dict[ChildKey, dict[str, Any]]) -> None:
+    """The job's SSH Secret, read by its name: the reconciler may get, never list, Secrets (least privilege).
+    The garbage collector deletes it with the job (its ownerReference); a job that stops being MPI has it
+    deleted here as unwanted."""
+    meta = job["metadata"]
+    secret = client.get("v1", "Secret", meta["namespace"], ssh_secret_name(str(meta["name"])))
+    refs = ((secret or {}).get("metadata") or {}).get("ownerReferences") or []
+    if secret is not None and any(r.get("uid") == meta.get("uid") and r.get("controller") for r in refs):
+        secret.setdefault("apiVersion", "v1")
+        secret.setdefault("kind", "Secret")
+        owned[("v1", "Secret", str(secret["metadata"]["name"]))] = secret
+
+
 def _listed_kinds(job: dict[str, Any], desired: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
     """The child kinds a pass reads: pods and services always, a ConfigMap or PodGroup only when desired or
     after a spec change, which may have made one unwanted (the finalizer pass reads every kind)."""
-    changed = job["metadata"].get("generation") != (job.get("status") or {}).get("observedGeneration")
+    changed = _spec_changed(job)
     wanted = {("v1", "Pod"), ("v1", "Service")} | {(c["apiVersion"], c["kind"]) for c in desired}
     return tuple(kind for kind in TRAINING.children if changed or kind in wanted)
+
+
+def _spec_changed(job: dict[str, Any]) -> bool:
+    return bool(job["metadata"].get("generation") != (job.get("status") or {}).get("observedGeneration"))
+
+
+def _release(client: KubeClient, job: dict[str, Any], outcome: Outcome) -> None:
+    """After the listed children: the SSH Secret (read by name, so not among them), then the checkpoint claim."""
+    owned: dict[ChildKey, dict[str, Any]] = {}
+    _add_ssh_secret(client, job, owned)
+    for _, kind, name in owned:
+        if client.delete("v1", kind, job["metadata"]["namespace"], name):
+            outcome.deleted.append(f"{kind}/{name}")
+    _release_claim(client, job, outcome)
 
 
 def next_change(job: dict[str, Any], status: dict[str, Any], now: str) -> float | None:

@@ -123,6 +123,9 @@ class Gang(Strict):
     # group's size is not this object's pod count
     groupSpansObjects: bool = False
     schedulers: list[Scheduler] = Field(default_factory=lambda: list(SCHEDULERS))  # gang.inject works for these
+    # schedulers that cannot gang this kind's pods at all, and why: gang.inject skips them with that reason, and
+    # gang.size refuses a job whose own settings ask one of them for a gang
+    noGang: dict[Scheduler, str] = Field(default_factory=dict)
 
 
 class Launcher(Strict):

@@ -105,6 +105,8 @@ def inject(workload: Workload, params: GangParams, context: Context) -> Skipped 
     supports (its description's `gang`) decides where markers and settings go, or that none can."""
     gang = workload.gang
     if params.scheduler not in gang.schedulers:
+        if params.scheduler in gang.noGang:
+            return Skipped(f"{workload.kind} pods get no {params.scheduler} gang: {gang.noGang[params.scheduler]}")
         how = "its operator or its scheduler settings form its gangs" if workload.known_kind else "an unknown kind"
         return Skipped(f"{workload.kind} is not grouped for {params.scheduler} by pod markers: {how}")
     total = workload.total_replicas

@@ -54,9 +54,10 @@ def size(workload: Workload, params: NoParams, context: Context) -> list[Finding
     owner_minimum = as_dict(as_dict(workload.obj.get("metadata")).get(ANNOTATIONS)).get(VOLCANO_MIN_MEMBER)
     marked = any(u.find(MARKERS) or u.get((ANNOTATIONS, VOLCANO_UNREAD_GROUP)) for u in all_units)
     unformed = list(_needed_pod_groups(workload, all_units))
-    if minimum is None and owner_minimum is None and not marked and not unformed:
+    refused = list(_no_gang(workload))
+    if minimum is None and owner_minimum is None and not marked and not unformed and not refused:
         return Skipped("no gang scheduling settings")
-    findings: list[Finding | Unchecked] = [*_group_findings(all_units), *unformed, *_unread_keys(all_units)]
+    findings: list[Finding | Unchecked] = [*refused, *_group_findings(all_units), *unformed, *_unread_keys(all_units)]
     if owner_minimum is not None and all(u.first.meta_pointer != "/metadata" for u in all_units):
         findings += _minimum(pointer.join("/metadata/annotations", VOLCANO_MIN_MEMBER), VOLCANO_MIN_MEMBER,
                              owner_minimum, workload.total_replicas, _who(all_units))
@@ -216,6 +217,20 @@ def _whole(value: Any) -> int | None:
 
 def _who(members: list[Unit]) -> str:
     return ", ".join(f"{u.roles} ×{u.replicas}" for u in members)
+
+
+def _no_gang(workload: Workload) -> Iterator[Finding]:
+    """The job's own settings ask for a gang from a scheduler that cannot gang this kind (`noGang`)."""
+    gang = workload.gang
+    settings = as_dict(workload.at(workload.gang_pointer)) if workload.gang_pointer else {}
+    scheduler = settings.get(gang.scheduler) if gang.scheduler else None
+    asked = bool(gang.enabled and settings.get(gang.enabled))
+    if not (asked and isinstance(scheduler, str) and scheduler in gang.noGang):
+        return
+    yield Finding(pointer.join(workload.gang_pointer or "", gang.scheduler or ""), "no gang from this scheduler",
+                  f"{workload.kind} pods get no {scheduler} gang: {gang.noGang[scheduler]}",
+                  f"use a scheduler that gangs {workload.kind} pods ({', '.join(gang.schedulers) or 'none'}), "
+                  f"or set {gang.enabled}: false")
 
 
 def _needed_pod_groups(workload: Workload, all_units: list[Unit]) -> Iterator[Unchecked]:

@@ -5,12 +5,8 @@ from typing import Any
 import pytest
 from builders import change, trainingjob
 
-from mlgate_reconciler.desired import (
-    canary_split,
-    desired_children,
-    desired_inference_children,
-    hyperparameter_conflicts,
-)
+from mlgate_reconciler.desired import desired_children
+from mlgate_reconciler.desired_inference import canary_split, desired_inference_children
 
 
 def by_name(children: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -108,7 +104,15 @@ def test_pytorch_env_gives_each_replica_its_rank_and_the_shared_master():
         assert e["MASTER_PORT"] == e["PET_MASTER_PORT"] == "23456"
         assert e["WORLD_SIZE"] == e["PET_NNODES"] == "3"
         assert e["PYTHONUNBUFFERED"] == "1"
-        assert "PET_NPROC_PER_NODE" not in e
+
+
+@pytest.mark.parametrize(("resources", "procs"), [({"gpu": 4}, "4"), ({"gpu": 1}, "1"), ({"mig": "1g.10gb"}, "1"),
+                                                   ({"cpu": "8"}, "1")])
+def test_pytorch_runs_one_torchrun_process_per_whole_gpu_of_the_pod(resources, procs):
+    job = change(trainingjob(replicas=2), "/spec/resources", resources)
+    for e in map(env, pods(job)):
+        assert e["PET_NPROC_PER_NODE"] == procs
+        assert e["WORLD_SIZE"] == "2"  # pods, as upstream with nprocPerNode "auto": torchrun sets its own
 
 
 def test_pytorch_port_the_user_declared_is_used_and_not_duplicated():
@@ -142,6 +146,15 @@ def test_xgboost_env_numbers_workers_after_the_master_and_lists_worker_addresses
     assert envs[2]["MASTER_PORT"] == envs[2]["WORKER_PORT"] == "9999"
     assert envs[2]["WORLD_SIZE"] == "3"
     assert envs[0]["WORKER_ADDRS"] == "llm-worker-0.llm,llm-worker-1.llm"
+    assert all(e["PYTHONUNBUFFERED"] == "1" for e in envs)
+
+
+def test_xgboost_with_one_replica_gets_no_worker_port_or_addresses():
+    job = change(trainingjob(replicas=1), "/spec/framework", "xgboost")
+    (master,) = map(env, pods(job))
+    assert "WORKER_PORT" not in master
+    assert "WORKER_ADDRS" not in master
+    assert master["WORLD_SIZE"] == "1"
 
 
 def test_mpi_job_gets_a_hostfile_with_one_line_per_worker_and_gpu_slots():
@@ -164,6 +177,42 @@ def test_mpi_launcher_mounts_the_hostfile_and_gets_openmpi_env_but_no_gpu():
     assert "OMPI_MCA_orte_default_hostfile" not in env(worker)
 
 
+def test_mpi_launcher_gets_the_slots_and_no_visible_gpus_and_each_pod_its_role():
+    job = change(trainingjob(replicas=2, gpu=4), "/spec/framework", "mpi")
+    launcher, worker = map(env, pods(job)[:2])
+    assert launcher["OMPI_MCA_orte_set_default_slots"] == "4"
+    assert launcher["NVIDIA_VISIBLE_DEVICES"] == launcher["NVIDIA_DRIVER_CAPABILITIES"] == ""
+    assert (launcher["K_MPI_JOB_ROLE"], worker["K_MPI_JOB_ROLE"]) == ("launcher", "worker")
+    assert "NVIDIA_VISIBLE_DEVICES" not in worker
+
+
+def test_mpi_job_gets_an_ssh_secret_mounted_at_root_ssh_in_every_pod():
+    job = change(trainingjob(replicas=2), "/spec/framework", "mpi")
+    secret = by_name(desired_children(job))["Secret/llm-ssh"]
+    assert secret["type"] == "kubernetes.io/ssh-auth"
+    assert "data" not in secret  # keys are made once, when the reconciler creates it
+    for pod in pods(job):
+        volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "ssh-auth")
+        assert volume["secret"]["secretName"] == "llm-ssh"
+        assert volume["secret"]["defaultMode"] == 0o600
+        assert [i["path"] for i in volume["secret"]["items"]] == ["id_rsa", "id_rsa.pub", "authorized_keys"]
+        assert {"name": "ssh-auth", "mountPath": "/root/.ssh"} in pod["spec"]["containers"][0]["volumeMounts"]
+
+
+def test_mpi_workers_run_sshd_and_the_launcher_runs_the_jobs_command():
+    job = change(trainingjob(replicas=2), "/spec/framework", "mpi")
+    job = change(job, "/spec/command", ["mpirun", "python", "train.py"])
+    launcher, *workers = pods(job)
+    assert launcher["spec"]["containers"][0]["command"] == ["mpirun", "python", "train.py"]
+    for worker in workers:
+        assert worker["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-De"]
+        assert "args" not in worker["spec"]["containers"][0]
+
+
+def test_only_mpi_jobs_get_an_ssh_secret():
+    assert not [c for c in desired_children(trainingjob(replicas=2)) if c["kind"] == "Secret"]
+
+
 def test_mpi_hostfile_slots_default_to_one_without_gpus():
     job = change(trainingjob(replicas=1, gpu=0), "/spec/framework", "mpi")
     config = by_name(desired_children(job))["ConfigMap/llm-config"]
@@ -177,6 +226,7 @@ def test_jax_env_points_every_process_at_worker_zero():
     assert envs[1]["JAX_COORDINATOR_ADDRESS"] == "llm-worker-0.llm:6666"
     assert envs[1]["COORDINATOR_ADDRESS"] == "llm-worker-0.llm"
     assert envs[1]["JAX_NUM_PROCESSES"] == envs[1]["NUM_PROCESSES"] == "2"
+    assert envs[1]["PYTHONUNBUFFERED"] == "1"
 
 
 # --- hyperparameters and checkpoint ------------------------------------------------------------------
@@ -194,7 +244,6 @@ def test_a_hyperparameter_never_overrides_a_framework_variable():
     worker = env(pods(job)[1])
     assert worker["RANK"] == "1"
     assert worker["EPOCHS"] == "3"
-    assert hyperparameter_conflicts(job) == ["RANK"]
 
 
 def test_framework_variables_replace_the_same_names_written_in_the_template():

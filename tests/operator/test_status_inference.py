@@ -4,7 +4,7 @@ Deployments, one change each."""
 from typing import Any
 
 from mlgate_reconciler.children import ChildKey, key
-from mlgate_reconciler.desired import desired_inference_children
+from mlgate_reconciler.desired_inference import desired_inference_children
 from mlgate_reconciler.inference import inference_status
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"

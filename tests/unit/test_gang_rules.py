@@ -60,8 +60,12 @@ def test_inject_puts_exactly_the_reference_markers_on_every_pytorchjob_role(sche
         assert master == EXPECTED_PYTORCHJOB_WORKER[scheduler]
 
 
-@pytest.mark.parametrize("scheduler", SCHEDULERS)
-@pytest.mark.parametrize("build", [pytorchjob, job, trainingjob, pod], ids=["pytorchjob", "job", "trainingjob", "pod"])
+# a TrainingJob gets a gang only from volcano and coscheduling (the refusal tests below)
+INJECTABLE = [(scheduler, build) for build in (pytorchjob, job, trainingjob, pod) for scheduler in SCHEDULERS
+              if build is not trainingjob or scheduler in ("volcano", "coscheduling")]
+
+
+@pytest.mark.parametrize(("scheduler", "build"), INJECTABLE, ids=[f"{b.__name__}-{s}" for s, b in INJECTABLE])
 def test_inject_twice_changes_nothing(scheduler, build):
     obj = build()
     params = {"scheduler": scheduler, "queue": "team-a"}
@@ -70,6 +74,27 @@ def test_inject_twice_changes_nothing(scheduler, build):
     patched = jsonpatch.apply_patch(obj, first.patch)
     assert patched == first.mutated
     assert decide(patched, "gang.inject", params).patch == []
+
+
+@pytest.mark.parametrize("scheduler", ["kai", "kueue", "yunikorn"])
+def test_inject_skips_a_trainingjob_for_a_scheduler_that_cannot_gang_its_pods_and_says_why(scheduler):
+    result = decide(trainingjob(), "gang.inject", {"scheduler": scheduler, "queue": "team-a"})
+    assert result.patch == []
+    assert result.results[0].outcome == "skip"
+    assert f"TrainingJob pods get no {scheduler} gang" in result.results[0].note
+
+
+@pytest.mark.parametrize("scheduler", ["kai", "kueue", "yunikorn"])
+def test_deny_a_trainingjob_asking_a_gang_of_a_scheduler_that_cannot_form_it(scheduler):
+    obj = change(trainingjob(), "/spec/scheduling", {"gang": True, "scheduler": scheduler})
+    assert outcome(obj, "gang.size") == "fail"
+    assert outcome(change(obj, "/spec/scheduling/gang", False), "gang.size") != "fail"
+
+
+@pytest.mark.parametrize("scheduler", ["volcano", "coscheduling"])
+def test_a_trainingjob_gang_from_a_scheduler_its_reconciler_makes_a_podgroup_for_passes(scheduler):
+    obj = change(trainingjob(), "/spec/scheduling", {"gang": True, "scheduler": scheduler, "minMember": 2})
+    assert outcome(obj, "gang.size") == "pass"
 
 
 def test_inject_escapes_slashes_in_annotation_keys_of_the_patch():
