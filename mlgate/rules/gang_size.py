@@ -8,8 +8,10 @@ Kueue's total count equal to the job's pods (a plain Pod is one member of a grou
 `_kueue_member_findings`); YuniKorn task groups as yunikorn-k8shim `GetTaskGroupsFromAnnotation` accepts them
 (pkg/cache/utils.go: a name, minMember ≥ 1, a minResource object of non-negative quantities, no `pods` key, not
 both `cpu` and `vcore`). Where the kind's `needsPodGroup` names the scheduler the pods are marked for, the gang
-forms only through a PodGroup mlgate cannot see: a skip that names it. `scheduling.volcano.sh/group-name` alone
-is refused: Volcano's scheduler reads only `scheduling.k8s.io/group-name` (ml-domain reference §2).
+forms only through a PodGroup mlgate cannot see: a skip that names it. Where the job's own settings ask a gang of a
+scheduler the kind's `noGang` names (KAI for a TrainingJob), it is refused with that reason.
+`scheduling.volcano.sh/group-name` alone is refused: Volcano's scheduler reads only `scheduling.k8s.io/group-name`
+(ml-domain reference §2).
 """
 
 from __future__ import annotations
