@@ -28,6 +28,7 @@ PATHS: dict[tuple[str, str], tuple[str, str]] = {
     ("v1", "Pod"): ("/api/v1", "pods"),
     ("v1", "Service"): ("/api/v1", "services"),
     ("v1", "ConfigMap"): ("/api/v1", "configmaps"),
+    ("v1", "Secret"): ("/api/v1", "secrets"),  # an MPI job's SSH Secret, by name only
     ("v1", "Event"): ("/api/v1", "events"),
     ("v1", "PersistentVolumeClaim"): ("/api/v1", "persistentvolumeclaims"),
     ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments"),

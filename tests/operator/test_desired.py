@@ -373,3 +373,14 @@ def test_canary_deployment_serves_the_canary_model_behind_the_same_service():
 def test_no_canary_deployment_at_zero_percent():
     obj = isvc(canaryTrafficPercent=0, canary={"image": "srv:2"})
     assert "Deployment/sent-canary" not in by_name(desired_inference_children(obj))
+
+
+@pytest.mark.parametrize("framework", ["pytorch", "tensorflow", "xgboost", "mpi", "jax"])
+@pytest.mark.parametrize("scheduler", ["volcano", "coscheduling"])
+def test_the_client_knows_the_api_path_of_every_child_a_job_can_have(framework, scheduler):
+    from mlgate_reconciler.client import PATHS
+
+    job = change(trainingjob(replicas=2), "/spec/framework", framework)
+    job = change(job, "/spec/scheduling", {"gang": True, "scheduler": scheduler})
+    for child in desired_children(job):
+        assert (child["apiVersion"], child["kind"]) in PATHS, child["kind"]
