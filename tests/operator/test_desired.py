@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 from builders import change, trainingjob
 
+from mlgate_reconciler.client import PATHS
 from mlgate_reconciler.desired import desired_children
 from mlgate_reconciler.desired_inference import canary_split, desired_inference_children
 
@@ -378,8 +379,6 @@ def test_no_canary_deployment_at_zero_percent():
 @pytest.mark.parametrize("framework", ["pytorch", "tensorflow", "xgboost", "mpi", "jax"])
 @pytest.mark.parametrize("scheduler", ["volcano", "coscheduling"])
 def test_the_client_knows_the_api_path_of_every_child_a_job_can_have(framework, scheduler):
-    from mlgate_reconciler.client import PATHS
-
     job = change(trainingjob(replicas=2), "/spec/framework", framework)
     job = change(job, "/spec/scheduling", {"gang": True, "scheduler": scheduler})
     for child in desired_children(job):
