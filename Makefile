@@ -46,10 +46,12 @@ e2e: setup control-plane
 # etcd from Debian's etcd-server package (apt-get, skipped when etcd is on PATH) and kube-apiserver
 # built from k8s.io/kubernetes at tools/control-plane/VERSION, cached in ~/.cache/mlgate/k8s/v<version>/.
 # The first build takes minutes; later runs find the cached binary and return at once.
+# helm (tests/helm) is built the same way from helm.sh/helm/v3 at tools/control-plane/HELM_VERSION.
 control-plane:
 	tools/control-plane/etcd.sh
 	tools/control-plane/kube-apiserver.sh
 	tools/control-plane/pod-security-admission.sh
+	tools/control-plane/helm.sh
 
 checks: setup
 	$(BIN)/ruff check .
