@@ -15,9 +15,12 @@ import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+
+from mlgate.model.exceptions import NO_EXCEPTIONS
 
 from .jsonlog import log_decision, log_rejected
 from .review import Admission, Endpoint, ReviewError, admit, parse_review
@@ -104,7 +107,9 @@ class AdmissionEndpoint:
         if policies is None:
             raise ReviewError(503, "ServiceUnavailable", "no policy set is loaded yet: "
                               + ("; ".join(self.service.policies.errors) or "loading"))
-        return admit(request, policies, self.service.facts, self.endpoint, deadline)
+        store = self.service.exceptions  # judged at the request's arrival: the engine reads no clock
+        exceptions = store.at(datetime.now(UTC)) if store is not None else NO_EXCEPTIONS
+        return admit(request, policies, self.service.facts, self.endpoint, deadline, exceptions=exceptions)
 
     def _rejected(self, status: int, message: str, start: float) -> None:
         seconds = time.perf_counter() - start

@@ -3,8 +3,9 @@
 `WatchedFacts` is a `ClusterFacts` fed with plain dicts: `replace(kind, items)` after a LIST,
 `apply(kind, event_type, obj)` for each watch event. The lookups are the engine's own
 `StaticFacts`; this class only keeps it current under a lock. Objects are trimmed to the
-fields rules read (labels, annotations, PVC and StorageClass specs, a PV's driver and modes, node
-taints, capacity and allocatable), so a large cluster's node status (images, conditions) is not held in memory.
+fields rules read (mlgate/kube/facts.py: labels, two annotations, PVC and StorageClass specs, a PV's
+driver and modes, node taints, capacity and allocatable), so a large cluster's node status (images,
+conditions) is not held in memory.
 
 Facts are `known` only once every kind has been listed: until then rules that need facts skip.
 """
@@ -15,48 +16,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mlgate.kube.facts import KINDS, trim  # one trimming for the webhook, `mlgate facts dump` and the audit
 from mlgate.model.facts import RUNTIME_KINDS, StaticFacts, runtime_key
-from mlgate.rules.storage_drivers import DRIVERS
 
-KINDS = ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Node", "ResourceQuota",
-         "LimitRange", "PriorityClass", *RUNTIME_KINDS)
 NAMESPACED_LISTS = {"ResourceQuota": "quotas", "LimitRange": "limits"}  # kind -> StaticFacts field, by namespace
-_META_KEEP = ("name", "namespace", "labels", "annotations")
-_KEEP = {
-    "Namespace": (),
-    "PersistentVolumeClaim": ("spec", "status"),
-    "PersistentVolume": (),  # its driver and modes only (`_pv_spec`): a cluster may hold many thousands
-    "ResourceQuota": ("spec", "status"),
-    "LimitRange": ("spec",),
-    "PriorityClass": ("value", "globalDefault"),
-    "StorageClass": ("provisioner", "parameters", "volumeBindingMode", "allowVolumeExpansion", "reclaimPolicy"),
-    "Node": ("spec",),
-    "TrainingRuntime": ("spec",),  # a TrainJob's pods are built from it
-    "ClusterTrainingRuntime": ("spec",),
-}
-_NODE_STATUS_KEEP = ("capacity", "allocatable")
-
-
-def trim(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata") or {}
-    out: dict[str, Any] = {"kind": kind, "metadata": {k: meta[k] for k in _META_KEEP if k in meta}}
-    out.update((k, obj[k]) for k in _KEEP.get(kind, ()) if k in obj)
-    if kind == "Node":
-        status = obj.get("status") or {}
-        out["status"] = {k: status[k] for k in _NODE_STATUS_KEEP if k in status}
-    elif kind == "PersistentVolume":
-        out["spec"] = _pv_spec(obj.get("spec") or {})
-    return out
-
-
-def _pv_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """Access modes, volume mode, the CSI driver's name, and which in-tree source it has (its fields dropped)."""
-    kept: dict[str, Any] = {k: spec[k] for k in ("accessModes", "volumeMode") if k in spec}
-    csi = spec.get("csi")
-    if isinstance(csi, Mapping) and csi.get("driver"):
-        kept["csi"] = {"driver": csi["driver"]}
-    kept.update((source, {}) for source in DRIVERS.pv_sources if source in spec)
-    return kept
 
 
 class WatchedFacts:

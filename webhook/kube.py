@@ -10,34 +10,27 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from mlgate.kube.facts import FACT_PATHS
 from mlgate.kube.watch import Reflector, api_client, api_get
 
+from .exception_store import ClusterExceptionSource
 from .facts_cache import WatchedFacts
 from .policy_store import ClusterPolicySource
 
 __all__ = ["FACTS", "POLICIES", "start_watches", "status_patcher"]
 
-FACTS = {
-    "Namespace": "/api/v1/namespaces",
-    "PersistentVolumeClaim": "/api/v1/persistentvolumeclaims",
-    "PersistentVolume": "/api/v1/persistentvolumes",
-    "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
-    "Node": "/api/v1/nodes",
-    "ResourceQuota": "/api/v1/resourcequotas",
-    "LimitRange": "/api/v1/limitranges",
-    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
-    "TrainingRuntime": "/apis/trainer.kubeflow.org/v1alpha1/trainingruntimes",  # not served: listed as empty
-    "ClusterTrainingRuntime": "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes",
-}
+FACTS = FACT_PATHS  # the fact kinds and where each is listed
 POLICIES = {
     "MLPolicy": "/apis/mlgate.dev/v1alpha1/mlpolicies",
     "ClusterMLPolicy": "/apis/mlgate.dev/v1alpha1/clustermlpolicies",
     "ClusterWorkloadKind": "/apis/mlgate.dev/v1alpha1/clusterworkloadkinds",
 }
+EXCEPTIONS = {"MLPolicyException": "/apis/mlgate.dev/v1alpha1/mlpolicyexceptions"}
 
 
 def start_watches(
     facts: WatchedFacts, policies: ClusterPolicySource | None, *, kubeconfig: str | None, in_cluster: bool,
+    exceptions: ClusterExceptionSource | None = None,
 ) -> threading.Event:
     """Start every reflector; set the returned event to stop them."""
     get = api_get(kubeconfig, in_cluster)
@@ -47,6 +40,9 @@ def start_watches(
     if policies is not None:
         for kind, path in POLICIES.items():
             Reflector(kind, path, get, policies.replace, policies.apply, stop).start()
+    if exceptions is not None:
+        for kind, path in EXCEPTIONS.items():
+            Reflector(kind, path, get, exceptions.replace, exceptions.apply, stop).start()
     return stop
 
 
@@ -58,7 +54,7 @@ def status_patcher(*, kubeconfig: str | None, in_cluster: bool) -> Callable[[str
     group, _, version = "mlgate.dev/v1alpha1".partition("/")
 
     def patch(kind: str, namespace: str, name: str, status: dict[str, Any]) -> None:
-        plural = POLICIES[kind].rsplit("/", 1)[1]
+        plural = {**POLICIES, **EXCEPTIONS}[kind].rsplit("/", 1)[1]
         body = {"status": status}
         if namespace:
             api.patch_namespaced_custom_object_status(group, version, namespace, plural, name, body,

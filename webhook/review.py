@@ -29,7 +29,9 @@ import orjson
 
 from mlgate.engine import DeadlineExceeded, PolicySet, evaluate
 from mlgate.engine.match import failure_policy_for
+from mlgate.loading.exceptions import check_exception_object
 from mlgate.loading.policies import check_policy_object, policy_object_warnings
+from mlgate.model.exceptions import EXCEPTION_KIND, NO_EXCEPTIONS, Exceptions
 from mlgate.model.facts import ClusterFacts
 from mlgate.model.kinds import WORKLOAD_KIND_KINDS
 from mlgate.model.namespaces import in_namespace
@@ -183,7 +185,8 @@ def _request(request: dict[str, Any]) -> AdmissionRequest:
     )
 
 
-CHECKED_ON_ADMISSION = (*POLICY_KINDS, *WORKLOAD_KIND_KINDS)  # refused when the loader would refuse them
+# refused when the loader would refuse them (an exception: also when the policy in force does not allow it)
+CHECKED_ON_ADMISSION = (*POLICY_KINDS, *WORKLOAD_KIND_KINDS, EXCEPTION_KIND)
 # `kubectl debug` adds a container to a running Pod through pods/ephemeralcontainers: the request carries the whole
 # Pod, judged as an UPDATE, so only what the new container brings can deny (Pod Security covers ephemeral
 # containers). Validated only: a running Pod's spec takes no defaults.
@@ -191,7 +194,7 @@ JUDGED_SUBRESOURCES = ("ephemeralcontainers",)
 
 
 def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, endpoint: Endpoint,
-          deadline: float | None = None) -> Admission:
+          deadline: float | None = None, *, exceptions: Exceptions = NO_EXCEPTIONS) -> Admission:
     """The engine's verdict on one request, as the `response` of an AdmissionReview. Past `deadline` (a
     time.monotonic() value) the engine stops and the policies' failure mode answers, as for an engine failure."""
     judged_subresource = request.sub_resource in JUDGED_SUBRESOURCES and endpoint == "validate"
@@ -207,7 +210,7 @@ def admit(request: AdmissionRequest, policies: PolicySet, facts: ClusterFacts, e
         decision = evaluate(
             in_namespace(request.obj, request.namespace), policies, facts=facts, operation=operation,
             old_obj=in_namespace(request.old_obj, request.namespace) if request.old_obj else None,
-            mutate=endpoint == "mutate", deadline=deadline,
+            mutate=endpoint == "mutate", deadline=deadline, exceptions=exceptions,
         )
     except DeadlineExceeded as exc:
         log.warning("judging %s %s/%s (uid %s) passed its deadline and was abandoned", request.kind,
@@ -232,7 +235,9 @@ def _admit_policy(request: AdmissionRequest, obj: dict[str, Any], policies: Poli
     """
     if endpoint == "mutate":
         return Admission(request, {"uid": request.uid, "allowed": True}, "skipped")
-    errors = [str(e) for e in check_policy_object(obj, policies.policies)]
+    checked = check_exception_object(obj, policies.policies) if request.kind == EXCEPTION_KIND \
+        else check_policy_object(obj, policies.policies)
+    errors = [str(e) for e in checked]
     if not errors:
         response: dict[str, Any] = {"uid": request.uid, "allowed": True}
         warnings = [f"mlgate: {w.detail}" for w in policy_object_warnings(obj, policies.kinds)]

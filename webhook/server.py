@@ -28,6 +28,7 @@ from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate_certs.bundle import ensure_dev_certs  # type: ignore[import-not-found,unused-ignore]
 
 from .app import create_app
+from .exception_store import ClusterExceptionSource, ExceptionStore
 from .facts_cache import WatchedFacts
 from .metrics import Metrics
 from .policy_status import PolicyStatusWriter
@@ -101,8 +102,10 @@ class Webhook:
             sources.append(self.cluster_policies)
         self.store = PolicyStore(sources, self.metrics)
         self.store.refresh()
+        self.cluster_exceptions = ClusterExceptionSource() if options.cluster else None
+        self.exceptions = ExceptionStore(self.cluster_exceptions, self.metrics) if self.cluster_exceptions else None
         facts: ClusterFacts = self.watched_facts if self.watched_facts is not None else NO_FACTS
-        self.service = Service(self.store, self.metrics, facts, self.tls, options.settings)
+        self.service = Service(self.store, self.metrics, facts, self.tls, options.settings, self.exceptions)
         self.server = uvicorn.Server(self._config())
         connections = self.server.server_state.connections  # uvicorn's: from the end of the handshake to close
         self.gate = ConnectionGate(connection_limit(options.settings.max_connections),
@@ -131,11 +134,18 @@ class Webhook:
             from .kube import start_watches, status_patcher  # the Kubernetes client only when it is needed
 
             self._watch_stop = start_watches(self.watched_facts, self.cluster_policies,
-                                             kubeconfig=self.options.kubeconfig, in_cluster=self.options.in_cluster)
+                                             kubeconfig=self.options.kubeconfig, in_cluster=self.options.in_cluster,
+                                             exceptions=self.cluster_exceptions)
             if self.cluster_policies is not None:
                 writer = PolicyStatusWriter(self.cluster_policies, status_patcher(
                     kubeconfig=self.options.kubeconfig, in_cluster=self.options.in_cluster))
                 self._pollers.append(Poller("policy status", writer.sync, self.options.settings.poll_interval))
+            if self.exceptions is not None and self.cluster_exceptions is not None:
+                interval = self.options.settings.poll_interval
+                status = PolicyStatusWriter(self.cluster_exceptions, status_patcher(
+                    kubeconfig=self.options.kubeconfig, in_cluster=self.options.in_cluster))
+                self._pollers += [Poller("exceptions", self.exceptions.refresh, interval),
+                                  Poller("exception status", status.sync, interval)]
         for poller in self._pollers:
             poller.start()
 

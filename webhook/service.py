@@ -9,6 +9,7 @@ from typing import Any
 
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 
+from .exception_store import ExceptionStore
 from .metrics import Metrics
 from .policy_store import PolicyStore
 from .tls import CertReloader
@@ -36,6 +37,7 @@ class Service:
     facts: ClusterFacts = field(default_factory=lambda: NO_FACTS)
     tls: CertReloader | None = None
     settings: Settings = field(default_factory=Settings)
+    exceptions: ExceptionStore | None = None  # MLPolicyExceptions watched in the cluster
 
     @cached_property
     def large_reviews(self) -> asyncio.Semaphore:
@@ -47,6 +49,8 @@ class Service:
         policies = self.policies.status()
         tls = self.tls.status() if self.tls else {"ready": False, "lastError": "TLS is not configured"}
         detail: dict[str, Any] = {"policies": policies, "tls": tls}
+        if self.exceptions is not None:  # not a readiness condition: until listed, no finding is excepted
+            detail["exceptions"] = self.exceptions.status()
         missing = []
         if not policies["loaded"]:
             missing.append("no policy set loaded")

@@ -52,6 +52,7 @@ def junit(records: Sequence[Record]) -> str:
             failure.text = "\n".join(blocking)
         said = [f"{LABELS[level]} {line}" for level in ("warnings", "audit") for line in _lines(record, level)]
         said += [f"SKIP [{u.policy}/{u.rule}] {unchecked_text(u.reason)}" for u in record.unchecked]
+        said += [f"{e.label} {e.message()}" for e in record.excepted]
         if said:
             ET.SubElement(case, "system-out").text = "\n".join(said)
     return _xml(suite)
@@ -111,6 +112,11 @@ def sarif(records: Sequence[Record]) -> str:
         for u in record.unchecked:  # `open`: the tool could not tell pass from fail; SARIF then wants level none
             add(u.rule, u.policy, f"[{u.policy}/{u.rule}] {unchecked_text(u.reason)}", _location(uri, record.line),
                 kind="open", level="none")
+        for e in record.excepted:  # an excepted finding is a suppressed result; an expired exception, a note
+            justification = {"kind": "external", "status": "accepted",
+                              "justification": f"MLPolicyException {e.namespace}/{e.name} until {e.expires}"}
+            add(e.rule, e.policy, e.message(), _location(uri, record.line), level="note",
+                **({} if e.expired else {"suppressions": [justification]}))
         if record.status == "error":
             add("evaluate" if record.kind else "parse", "", record.error or "error", _location(uri, record.line),
                 level="error")

@@ -13,11 +13,13 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterator, Sequence
-from typing import IO, TYPE_CHECKING, ClassVar, NoReturn
+from typing import IO, TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import click
 
 from mlgate import __version__
+from mlgate.cli import exceptions as exceptions_cli
+from mlgate.cli import facts as facts_cli
 
 if TYPE_CHECKING:
     from mlgate.cli.review import Record, Render
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from mlgate.engine import PolicySet
     from mlgate.loading.schemas import SchemaCatalog
     from mlgate.model.facts import ClusterFacts
+    from mlgate.reports import ReportApi
 
 EXIT_OK, EXIT_DENIED, EXIT_ERROR = 0, 1, 2
 
@@ -131,6 +134,7 @@ class TransportGroup(click.Group):
         "certs": ("mlgate_webhook.commands", "certs", "server"),
         "admission-review": ("mlgate_webhook.commands", "admission_review", "server"),
         "operator": ("mlgate_reconciler.command", "operator", "reconciler"),
+        "audit": ("mlgate_audit.command", "audit", "server"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -154,7 +158,7 @@ class TransportGroup(click.Group):
 # The modules each extra of pyproject.toml brings, as imported
 EXTRAS = {"server": ("fastapi", "uvicorn", "cryptography", "kubernetes", "prometheus_client"),
           "reconciler": ("kubernetes", "prometheus_client", "cryptography"),
-          "schema": ("jsonschema", "celpy")}
+          "schema": ("jsonschema", "celpy"), "cluster": ("kubernetes",)}
 
 
 def _needs_extra(command: str, extra: str, missing: str) -> click.Command:
@@ -178,31 +182,46 @@ def cli() -> None:
 @policies_option
 @facts_option
 @crds_option
+@exceptions_cli.exceptions_option
 @namespace_option
-@click.option("-o", "--output", type=click.Choice(["text", "json", "junit", "sarif"]), default="text")
+@click.option("-o", "--output", type=click.Choice(["text", "json", "junit", "sarif", "policyreport"]), default="text",
+              help="policyreport: the PolicyReports the in-cluster audit would write, as YAML (docs/reports.md).")
+@click.option("--report-api", type=click.Choice(["wgpolicyk8s.io/v1alpha2", "openreports.io/v1alpha1"]),
+              default="wgpolicyk8s.io/v1alpha2", show_default=True,
+              help="-o policyreport: PolicyReport/ClusterPolicyReport, or openreports.io Report/ClusterReport.")
 @click.option("-q", "--quiet", is_flag=True, help="Text: only denied and failed objects, and what blocks them.")
 @color_option
 @click.option("--warn-exit-code", type=click.IntRange(min=0, max=255), default=0, show_default=True,
               help="Exit code when something warned and nothing was denied or failed (CI that fails on warnings).")
 @allow_empty_option
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
-@click.argument("paths", nargs=-1, required=True)
+@facts_cli.cluster_options
+@click.argument("paths", nargs=-1)
 def validate(  # click passes options by name
     *, policy_paths: tuple[str, ...], facts: str | None, crd_paths: tuple[str, ...], namespace: str, output: str,
-    quiet: bool, color: str, warn_exit_code: int, allow_empty: bool, jobs: int | None, paths: tuple[str, ...],
+    report_api: ReportApi, quiet: bool, color: str, warn_exit_code: int, allow_empty: bool, jobs: int | None,
+    paths: tuple[str, ...],
+    exception_paths: tuple[str, ...] = (),
+    **cluster_args: Any,
 ) -> None:
     """Judge manifests as admission would: mutations first, then checks; objects of a CRD's kind (mlgate's own,
     and --crds) also against its schema and CEL rules, as the API server does. PATH may be a file,
     a directory (searched recursively) or - for stdin."""
     from mlgate.cli.report import Reporter
 
-    reporter = Reporter(output, sys.stdout, _style(sys.stdout, color, quiet))
+    reporter = Reporter(output, sys.stdout, _style(sys.stdout, color, quiet), report_api=report_api)
     statuses = set()
-    for record in _review(paths, policy_paths, facts, namespace, jobs=jobs, render=reporter.render, crds=crd_paths):
+    live = facts_cli.cluster_review(cluster_args, paths=paths, facts=facts, policy_paths=policy_paths,
+                                    crd_paths=crd_paths, namespace=namespace, render=reporter.render)
+    records = live if live is not None else _review(paths, policy_paths, facts, namespace, jobs=jobs,
+                                                    render=reporter.render, crds=crd_paths,
+                                                    exceptions=exception_paths)
+    for record in records:
         reporter.add(record)
         statuses.add(record.status)
     counts = reporter.finish()
-    _refuse_empty(counts["documents"], paths, allow_empty)
+    if live is None:  # a cluster that stores none of the kinds is an answer, not a typo
+        _refuse_empty(counts["documents"], paths, allow_empty)
     code = _exit_code(statuses)
     sys.exit(warn_exit_code if code == EXIT_OK and counts["warnings"] else code)
 
@@ -330,7 +349,7 @@ def _refuse_empty(documents: int, paths: Sequence[str], allow_empty: bool) -> No
 def _review(
     paths: Sequence[str], policy_paths: Sequence[str], facts_path: str | None, namespace: str, *,
     keep_mutated: bool = False, jobs: int | None = None, render: Render | None = None, echo_errors: bool = True,
-    crds: Sequence[str] | None = None,
+    crds: Sequence[str] | None = None, exceptions: Sequence[str] = (),
 ) -> Iterator[Record]:
     from mlgate.cli.review import Settings, review
     from mlgate.loading.documents import InputError
@@ -340,7 +359,9 @@ def _review(
 
     facts = with_pod_groups(load_facts(facts_path), paths, namespace)  # a Kueue pod group's members judged together
     schemas = load_schemas(crds) if crds is not None else None  # None: `mutate` prints, it does not judge schemas
-    settings = Settings(load_policies(policy_paths), facts, namespace, keep_mutated, schemas)
+    policies = load_policies(policy_paths)
+    excepted = exceptions_cli.load_exceptions(exceptions, policies)  # judged at this instant, for the whole run
+    settings = Settings(policies, facts, namespace, keep_mutated, schemas, exceptions=excepted)
     try:
         for record in review(paths, settings, jobs=jobs, render=render):
             if record.error and echo_errors:
@@ -374,6 +395,10 @@ def _exit_code(statuses: set[str]) -> int:
     if "error" in statuses:
         return EXIT_ERROR
     return EXIT_DENIED if "denied" in statuses else EXIT_OK
+
+
+cli.add_command(facts_cli.facts)
+cli.add_command(exceptions_cli.exceptions)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mlgate.engine import PolicySet, evaluate
+from mlgate.model.exceptions import NO_EXCEPTIONS, Exceptions
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate.model.namespaces import in_namespace
 from mlgate.model.results import Decision
@@ -23,12 +24,13 @@ DEFAULT_NAMESPACE = "default"
 def evaluate_in_namespace(
     obj: dict[str, Any], policies: PolicySet, namespace: str, *, facts: ClusterFacts = NO_FACTS,
     operation: Literal["CREATE", "UPDATE"] = "CREATE", old_obj: dict[str, Any] | None = None,
+    exceptions: Exceptions = NO_EXCEPTIONS,
 ) -> Decision:
     """`evaluate` on the object as admission would see it; the mutated object keeps the user's metadata."""
     scoped = policies.kinds.cluster_scoped
     placed = in_namespace(obj, namespace, scoped)
     old = in_namespace(old_obj, namespace, scoped) if old_obj is not None else None
-    decision = evaluate(placed, policies, facts=facts, operation=operation, old_obj=old)
+    decision = evaluate(placed, policies, facts=facts, operation=operation, old_obj=old, exceptions=exceptions)
     if placed is not obj and decision.mutated is not None:
         decision.mutated = _without_namespace(decision.mutated)
     return decision

@@ -12,10 +12,12 @@ from dataclasses import asdict
 from functools import partial
 from typing import IO, Any
 
+from mlgate.cli import policyreports
 from mlgate.cli.ci import junit, sarif
 from mlgate.cli.review import Item, Record
 from mlgate.cli.text import PLAIN, Style, text_record, text_summary
 from mlgate.model.results import redact
+from mlgate.reports import WGPOLICY, Judged, ReportApi
 
 
 def summary(records: Sequence[Record]) -> dict[str, int]:
@@ -29,11 +31,13 @@ def summary(records: Sequence[Record]) -> dict[str, int]:
 
 
 class Reporter:
-    """Writes a report as records arrive; text and json stream, junit and sarif collect."""
+    """Writes a report as records arrive; text and json stream, junit and sarif collect, policyreport keeps the
+    results only."""
 
-    def __init__(self, fmt: str, out: IO[str], style: Style = PLAIN):
-        self.fmt, self.out, self.style = fmt, out, style
+    def __init__(self, fmt: str, out: IO[str], style: Style = PLAIN, report_api: ReportApi = WGPOLICY):
+        self.fmt, self.out, self.style, self.report_api = fmt, out, style, report_api
         self.records: list[Record] = []
+        self.judged: list[Judged] = []
 
     def add(self, record: Record) -> None:
         if self.fmt == "text":
@@ -41,7 +45,9 @@ class Reporter:
         elif self.fmt == "json":
             text = record.rendered if record.rendered is not None else _indented(record_json(record))
             self.out.write(('{\n  "results": [\n' if not self.records else ",\n") + text)
-        self.records.append(_compact(record) if self.fmt in ("text", "json") else record)
+        elif self.fmt == "policyreport" and (judged := policyreports.judged(record)) is not None:
+            self.judged.append(judged)
+        self.records.append(_compact(record) if self.fmt in ("text", "json", "policyreport") else record)
 
     @property
     def render(self) -> Callable[[Record], Record] | None:
@@ -56,6 +62,8 @@ class Reporter:
         elif self.fmt == "json":
             head = "" if self.records else '{\n  "results": ['
             self.out.write(f'{head}\n  ],\n  "summary": {json.dumps(counts)}\n}}\n')
+        elif self.fmt == "policyreport":
+            self.out.write(policyreports.render(self.judged, self.report_api))
         else:
             self.out.write(junit(self.records) if self.fmt == "junit" else sarif(self.records))
         return counts
@@ -99,6 +107,7 @@ def record_json(record: Record) -> dict[str, Any]:
         "audit": [item_json(i) for i in record.audit],
         "unchecked": [asdict(u) for u in record.unchecked],
         "dropped": [asdict(d) for d in record.dropped],
+        "excepted": [asdict(e) for e in record.excepted],
         "patch": _redacted(record.patch),
     }
 

@@ -24,9 +24,10 @@ from mlgate.engine import PolicySet
 from mlgate.loading.documents import Document, expand, read_documents
 from mlgate.loading.schemas import SchemaCatalog
 from mlgate.model import pointer
+from mlgate.model.exceptions import NO_EXCEPTIONS, Exceptions
 from mlgate.model.facts import ClusterFacts
 from mlgate.model.namespaces import in_namespace
-from mlgate.model.results import PRE_EXISTING, Action, Decision, Finding, Line, Outcome, RuleResult
+from mlgate.model.results import PRE_EXISTING, Action, Decision, Finding, Line, Outcome, RuleResult, rfc3339
 
 GC_THRESHOLD = 200_000
 Render = Callable[["Record"], "Record"]
@@ -42,6 +43,7 @@ class Settings:
     namespace: str = DEFAULT_NAMESPACE  # for objects that name none, as kubectl's context would give
     keep_mutated: bool = False
     schemas: SchemaCatalog | None = None  # CRD schemas the objects of their kinds must pass first
+    exceptions: Exceptions = NO_EXCEPTIONS  # --exceptions: MLPolicyExceptions, judged at the run's start
 
 
 @dataclass
@@ -78,6 +80,32 @@ class Unlooked:
 
 
 @dataclass
+class Excepted:
+    """What an MLPolicyException did to a rule's result: `count` findings excepted (`count` 0 and `expired`: an
+    expired exception that would have excepted findings that now stand)."""
+
+    policy: str
+    rule: str
+    namespace: str
+    name: str
+    expires: str  # RFC 3339
+    count: int = 0
+    expired: bool = False
+
+    @property
+    def label(self) -> str:
+        return "NOTE" if self.expired else "SKIP"
+
+    def message(self) -> str:
+        """`[policy/rule] what the exception did`, built from the fields."""
+        head = f"[{self.policy}/{self.rule}] "
+        if self.expired:
+            return f"{head}MLPolicyException {self.namespace}/{self.name} expired at {self.expires}; its findings stand"
+        return f"{head}{self.count} finding(s) excepted by MLPolicyException {self.namespace}/{self.name} " \
+               f"until {self.expires}"
+
+
+@dataclass
 class Dropped:
     """Findings a rule made past the ones it kept: counted, not listed."""
 
@@ -105,15 +133,18 @@ class Record:
     audit: list[Item] = field(default_factory=list)  # what audit-action rules found: recorded, never shown to users
     unchecked: list[Unlooked] = field(default_factory=list)
     dropped: list[Dropped] = field(default_factory=list)
+    excepted: list[Excepted] = field(default_factory=list)  # what MLPolicyExceptions excepted, or no longer do
     patch: list[dict[str, Any]] = field(default_factory=list)
     mutated: dict[str, Any] | None = None  # kept only when asked for
     rendered: str | None = None  # the report's text for this record, when the worker wrote it
     item: int | None = None  # the position in a `kind: List` document's items
     totals: dict[str, int] = field(default_factory=dict)  # warnings, audit, unchecked: counted, dropped included
+    uid: str | None = None
+    results: list[RuleResult] = field(default_factory=list)  # the engine's own, for PolicyReports
 
     @property
     def where(self) -> str:
-        return f"{self.source}:{self.line}"
+        return f"{self.source}:{self.line}" if self.line else self.source  # a stored object has no lines
 
     @property
     def position(self) -> str:
@@ -158,11 +189,14 @@ def _review_object(document: Document, obj: Any, settings: Settings, *, item: in
     meta = meta if isinstance(meta, dict) else {}
     record.api_version, record.kind = _text(placed.get("apiVersion")), _text(placed.get("kind"))
     record.name, record.namespace = _text(meta.get("name") or meta.get("generateName")), _text(meta.get("namespace"))
+    record.uid = _text(meta.get("uid"))
     try:
-        decision = evaluate_in_namespace(obj, settings.policies, settings.namespace, facts=settings.facts)
+        decision = evaluate_in_namespace(obj, settings.policies, settings.namespace, facts=settings.facts,
+                                         exceptions=settings.exceptions)
     except Exception as exc:  # an engine bug on odd input: this object's error, the others are still judged
         record.error = f"could not evaluate: {type(exc).__name__}: {_first_line(exc)}"
         return record
+    record.results = decision.results  # paths in the object, as a report about the object names them
     if prefix:
         decision = _under(decision, prefix)
     record.note, record.notes = decision.note, decision.notes
@@ -248,6 +282,10 @@ def _add_results(record: Record, document: Document, decision: Decision, prefix:
     for result in decision.results:
         level = _level(result)
         record.unchecked += [Unlooked(result.policy, result.rule, result.action.value, r) for r in result.unchecked]
+        record.excepted += [Excepted(result.policy, result.rule, e.namespace, e.name, rfc3339(e.expires_at),
+                                     result.excepted) for e in result.exceptions]
+        record.excepted += [Excepted(result.policy, result.rule, e.namespace, e.name, rfc3339(e.expires_at),
+                                     expired=True) for e in result.expired]
         if level is None:
             continue
         if result.outcome is Outcome.ERROR:

@@ -81,6 +81,8 @@ def text_record(record: Record, style: Style = PLAIN) -> str:
         lines += _entries(record.source, level, items, record.dropped, style)
     if not style.quiet:
         lines += [_skip(u, style) for u in record.unchecked]
+        lines += [style.wrapped(f"  {e.label} {e.message()}", INDENT, "SKIP") if not e.expired
+                  else _wrap(f"  {e.label} {e.message()}", INDENT) for e in record.excepted]
         if record.patch:
             lines.append(f"  MUTATE {len(record.patch)} patch operation(s); `mlgate mutate` shows the result")
     return "\n".join(lines) + "\n"

@@ -19,9 +19,11 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from mlgate.engine.depth import too_deep
+from mlgate.engine.exceptions import Subject, apply_exceptions
 from mlgate.engine.match import Scope, applies
 from mlgate.engine.patch import MAX_COPY_DEPTH, diff, restore, snapshot
 from mlgate.engine.policyset import Binding, Policy, PolicySet, UnknownKinds
+from mlgate.model.exceptions import NO_EXCEPTIONS, Exceptions
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate.model.results import (
     KEPT_PER_RULE,
@@ -53,12 +55,14 @@ def evaluate(
     old_obj: dict[str, Any] | None = None,
     mutate: bool = True,
     deadline: float | None = None,
+    exceptions: Exceptions = NO_EXCEPTIONS,
 ) -> Decision:
     """The decision on `obj`. With a `deadline` (a time.monotonic() value), the work stops at the first rule
-    boundary past it and DeadlineExceeded is raised: a caller that gave up gets no work done for it after."""
+    boundary past it and DeadlineExceeded is raised: a caller that gave up gets no work done for it after.
+    `exceptions` (MLPolicyExceptions, judged at their `now`) take the findings they cover out of checks' results."""
     try:
         return _evaluate(obj, policies, facts=facts, operation=operation, old_obj=old_obj, mutate=mutate,
-                         deadline=deadline)
+                         deadline=deadline, exceptions=exceptions)
     except RecursionError:  # a value nested deeper than the engine can walk (engine/depth.py)
         refusal = too_deep(obj)
         return Decision(allowed=False, results=[refusal])
@@ -73,6 +77,7 @@ def _evaluate(
     old_obj: dict[str, Any] | None,
     mutate: bool,
     deadline: float | None,
+    exceptions: Exceptions = NO_EXCEPTIONS,
 ) -> Decision:
     if operation == "UPDATE" and _being_deleted(obj):
         return Decision(allowed=True, note="being deleted: only its finalizers can change")
@@ -109,12 +114,15 @@ def _evaluate(
             results.extend(_declined(steps, _why_not_mutated(workload, uncopyable)))
     target = settled or (extract(mutated, old_obj, kinds=kinds, facts=facts) if mutated is not obj else None) \
         or workload
+    subject = Subject.of(obj, mutated) if exceptions.items else None
     for policy in selected:
         warn_only = not workload.known_kind and policy.unknown_kinds is UnknownKinds.WARN
         for binding in policy.bindings:
             if binding.rule.check is not None:
                 context.check_deadline()
                 result = _run_check(policy, binding, target, _for_policy(context, policy))
+                if subject is not None:
+                    result = apply_exceptions(result, policy, subject, exceptions)
                 results.append(replace(result, outcome=Outcome.WARN) if warn_only and result.blocks else result)
     patch = diff(obj, mutated) if mutated is not obj else []
     decision = Decision(allowed=True, results=results, patch=patch, mutated=mutated, notes=list(target.notes))

@@ -42,6 +42,10 @@ class Policy:
     unknown_kinds: UnknownKinds = UnknownKinds.JUDGE
     gpus: GpuResources = BUILT_IN  # what the policy's rules count as GPUs (spec.gpuResources)
     kind_refs: tuple[KindRef, ...] = ()
+    allowed_exceptions: frozenset[str] | None = None  # rules an MLPolicyException may name; None: every rule
+
+    def allows_exception(self, rule: str) -> bool:
+        return self.allowed_exceptions is None or rule in self.allowed_exceptions
 
     @cached_property
     def key(self) -> str:

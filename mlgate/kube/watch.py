@@ -158,20 +158,21 @@ def _why(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def api_client(kubeconfig: str | None, in_cluster: bool) -> Any:
-    """A `kubernetes.client.ApiClient` with kubeconfig or in-cluster credentials (TLS, token refresh)."""
+def api_client(kubeconfig: str | None, in_cluster: bool, context: str | None = None) -> Any:
+    """A `kubernetes.client.ApiClient` with kubeconfig (its current context, or `context`) or in-cluster
+    credentials (TLS, token refresh)."""
     from kubernetes import client, config
 
     if in_cluster:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     else:
-        config.load_kube_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        config.load_kube_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
     return client.ApiClient()
 
 
-def api_get(kubeconfig: str | None, in_cluster: bool) -> Get:
-    """GET through the Kubernetes client's credentials; the response body is left unread."""
-    api = api_client(kubeconfig, in_cluster)
+def api_get(kubeconfig: str | None, in_cluster: bool, context: str | None = None, *, api: Any = None) -> Get:
+    """GET through the Kubernetes client's credentials (or those of `api`); the response body is left unread."""
+    api = api if api is not None else api_client(kubeconfig, in_cluster, context)
 
     def get(path: str, query: dict[str, str], timeout: float) -> Response:
         method, url, headers, body, post = api.param_serialize(

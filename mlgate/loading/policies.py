@@ -203,6 +203,11 @@ def compile_policy(
     errors += [err(f"/spec/gpuResources/{i}", f"{r!r} is not a resource name or a shell pattern of one "
                    "(e.g. example.com/npu, example.com/npu-*)")
                for i, r in enumerate(document.spec.gpuResources) if not _RESOURCE_PATTERN.match(r)]
+    allowed = document.spec.allowExceptions
+    bound = {b.rule for b in document.spec.rules}
+    if isinstance(allowed, list):
+        errors += [err(f"/spec/allowExceptions/{i}", f"{r!r} is not a rule of this policy; one of: "
+                       f"{', '.join(sorted(bound))}") for i, r in enumerate(allowed) if r not in bound]
     if errors:
         return None, errors
     meta = document.metadata
@@ -221,6 +226,7 @@ def compile_policy(
         unknown_kinds=document.spec.unknownKinds,
         gpus=GpuResources(tuple(document.spec.gpuResources)) if document.spec.gpuResources else BUILT_IN,
         kind_refs=refs,
+        allowed_exceptions=frozenset(allowed) if isinstance(allowed, list) else None if allowed else frozenset(),
     )
     return policy, []
 

@@ -9,6 +9,7 @@
       gpuResources: [example.com/npu]   # more resource names (or shell patterns) this policy counts as GPUs
       match:   {kinds: [...], namespaces: [...], namespaceSelector: {...}, objectSelector: {...}}
       exclude: {same fields}
+      allowExceptions: true        # MLPolicyExceptions may name any rule; false: none; or a list of rule IDs
       rules:
         - rule: gpu.max            # an ID from `mlgate rules`
           action: deny             # deny | warn | audit (checks only)
@@ -20,7 +21,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from mlgate.model.results import Action, FailurePolicy
 
@@ -87,6 +88,7 @@ class PolicySpec(Strict):
     gpuResources: list[str] = Field(default_factory=list, max_length=64)
     match: MatchBlock = Field(default_factory=MatchBlock)
     exclude: MatchBlock | None = None
+    allowExceptions: StrictBool | list[str] = True
     rules: list[RuleBinding] = Field(min_length=1)
 
 

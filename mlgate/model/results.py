@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -149,6 +150,23 @@ class Unevaluable:
     reason: str
 
 
+def rfc3339(moment: datetime) -> str:
+    """A time as Kubernetes writes one: `2030-01-31T12:00:00Z`."""
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class ExceptionRef:
+    """An MLPolicyException a result names: one that excepted findings, or an expired one that would have."""
+
+    namespace: str
+    name: str
+    expires_at: datetime
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
 @dataclass(frozen=True, slots=True)  # slots make the frozen __init__, run for every rule result, cheaper
 class RuleResult:
     policy: str
@@ -160,6 +178,9 @@ class RuleResult:
     failure_policy: FailurePolicy = FailurePolicy.FAIL
     dropped: int = 0  # findings past KEPT_PER_RULE, counted but not kept
     unchecked: tuple[str, ...] = ()  # what the rule would have judged but could not look at, and why
+    exceptions: tuple[ExceptionRef, ...] = ()  # live MLPolicyExceptions that excepted some or all findings
+    excepted: int = 0  # how many findings they excepted (no longer in `findings`)
+    expired: tuple[ExceptionRef, ...] = ()  # expired MLPolicyExceptions that would have excepted a finding left
 
     @property
     def total(self) -> int:
@@ -176,6 +197,14 @@ class RuleResult:
         if len(shown) < self.total:
             lines.append(Line(self.policy, self.rule, text=f"and {self.total - len(shown):,} more findings"))
         return lines
+
+    def exception_lines(self) -> list[Line]:
+        """What exceptions did to this result: one line per exception that applied, one per expired one. The
+        name comes first: a warning cut to length (kubectl shows 120 characters) loses the kind, then the date."""
+        return ([Line(self.policy, self.rule, text=f"excepted by {e} until {rfc3339(e.expires_at)} (MLPolicyException)")
+                 for e in self.exceptions]
+                + [Line(self.policy, self.rule, text=f"not excepted: {e} expired at {rfc3339(e.expires_at)} "
+                                                     "(MLPolicyException)") for e in self.expired])
 
     def messages(self, limit: int | None = None) -> list[str]:
         """`lines` in the engine's one format: `[policy/rule] reason: path: detail; fix`."""
@@ -210,6 +239,8 @@ class Decision:
             warned = r.outcome is Outcome.WARN and r.action is not Action.AUDIT  # a deny an UPDATE did not cause too
             if warned or (r.outcome is Outcome.ERROR and not r.blocks):
                 out.extend(r.lines(MESSAGES_PER_RULE))
+            if r.action is not Action.AUDIT:  # what an exception excepted is said, never silent
+                out.extend(r.exception_lines())
         return out
 
     @property

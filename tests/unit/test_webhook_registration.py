@@ -37,7 +37,8 @@ GVR = tuple[str, str, str]  # group, version, resource
 # mlgate's policy objects: validated (policies.validate.mlgate.dev) but not workloads, so not in kinds.yaml
 POLICY_KINDS: dict[GVR, str] = {("mlgate.dev", "v1alpha1", "mlpolicies"): "Namespaced",
                                 ("mlgate.dev", "v1alpha1", "clustermlpolicies"): "Cluster",
-                                ("mlgate.dev", "v1alpha1", "clusterworkloadkinds"): "Cluster"}
+                                ("mlgate.dev", "v1alpha1", "clusterworkloadkinds"): "Cluster",
+                                ("mlgate.dev", "v1alpha1", "mlpolicyexceptions"): "Namespaced"}
 # Pod subresources the webhook judges (review.JUDGED_SUBRESOURCES): `kubectl debug`'s ephemeral containers
 SUBRESOURCES: dict[GVR, str] = {("", "v1", f"pods/{s}"): "Namespaced" for s in JUDGED_SUBRESOURCES}
 # Mutable kinds the mutating webhook leaves alone: a Pod is built by its operator from a template mlgate has

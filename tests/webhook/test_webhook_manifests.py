@@ -92,18 +92,20 @@ def test_the_ml_kinds_are_matched():
 
 
 def test_rbac_only_reads_what_the_caches_watch_and_writes_policy_status():
-    (role,) = [d for d in documents("rbac.yaml") if d["kind"] == "ClusterRole"]
+    (role,) = [d for d in documents("rbac.yaml")
+               if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "mlgate-webhook"]
     granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
                for resource in rule["resources"] for verb in rule["verbs"]}
-    from mlgate_webhook.kube import FACTS, POLICIES
+    from mlgate_webhook.kube import EXCEPTIONS, FACTS, POLICIES
 
     def group_and_resource(path: str) -> tuple[str, str]:  # /api/v1/nodes, /apis/<group>/<version>/<plural>
         parts = path.strip("/").split("/")
         return ("", parts[2]) if parts[0] == "api" else (parts[1], parts[3])
 
-    wanted = {group_and_resource(p) for p in (*FACTS.values(), *POLICIES.values())}
+    wanted = {group_and_resource(p) for p in (*FACTS.values(), *POLICIES.values(), *EXCEPTIONS.values())}
     assert ("trainer.kubeflow.org", "clustertrainingruntimes") in wanted and ("", "nodes") in wanted
-    status_writes = {(g, r + "/status", "patch") for g, r in map(group_and_resource, POLICIES.values())}
+    status_writes = {(g, r + "/status", "patch")
+                     for g, r in map(group_and_resource, (*POLICIES.values(), *EXCEPTIONS.values()))}
     assert granted == {(g, r, v) for g, r in wanted for v in ("get", "list", "watch")} | status_writes
 
 
