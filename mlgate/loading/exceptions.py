@@ -8,19 +8,25 @@ for it: `allowExceptions`). The CLI refuses a file that fails either; the webhoo
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from mlgate.engine.exceptions import NARROWINGS
 from mlgate.engine.policyset import Policy
-from mlgate.loading.documents import InputError, document_chunks, expand
-from mlgate.loading.linemap import compose_with_lines, line_for
-from mlgate.loading.policies import LoadError, PolicyLoadError, _dotted, _pointer, _pydantic_message, cluster_source
+from mlgate.loading.linemap import line_for
+from mlgate.loading.policies import (
+    LoadError,
+    PolicyLoadError,
+    _dotted,
+    _pointer,
+    _pydantic_message,
+    cluster_source,
+    read_sources,
+    yaml_documents,
+)
 from mlgate.model import pointer
 from mlgate.model.exceptions import DEFAULT_NAMESPACE, EXCEPTION_KIND, ExceptionDocument, PolicyException
 from mlgate.model.policy import API_VERSION
@@ -34,17 +40,8 @@ def load_exception_paths(paths: Iterable[str | Path], policies: Sequence[Policy]
     own only, as `mlgate exceptions list` without policies lists them)."""
     exceptions: list[PolicyException] = []
     errors: list[LoadError] = []
-    try:
-        sources = list(expand(str(p) for p in paths))
-    except InputError as exc:
-        raise PolicyLoadError([LoadError(exc.path, None, "", exc.problem)]) from exc
-    for source in sources:
-        try:
-            text = Path(source).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            errors.append(LoadError(source, None, "", f"cannot read: {exc}"))
-            continue
-        for value, lines in _documents(text, source, errors):
+    for source, text in read_sources(paths, errors):
+        for value, lines in yaml_documents(text, source, errors):
             exception, problems = compile_exception(value, source, lines)
             errors.extend(problems)
             if exception is not None:
@@ -54,22 +51,6 @@ def load_exception_paths(paths: Iterable[str | Path], policies: Sequence[Policy]
     if errors:
         raise PolicyLoadError(errors)
     return exceptions
-
-
-def _documents(text: str, source: str, errors: list[LoadError]) -> Iterable[tuple[Any, dict[str, int]]]:
-    for line, raw, oversize in document_chunks(io.BytesIO(text.encode("utf-8"))):
-        if oversize:
-            errors.append(LoadError(source, line, "", "document is larger than 3 MiB"))
-            continue
-        try:
-            value, lines = compose_with_lines(raw.decode("utf-8"), line)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            errors.append(LoadError(source, line + mark.line if mark else line, "",
-                                    f"invalid YAML: {getattr(exc, 'problem', exc)}"))
-            continue
-        if value is not None:
-            yield value, dict(lines)
 
 
 def compile_exception(

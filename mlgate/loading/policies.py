@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import io
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,16 +72,7 @@ def load_documents(paths: Iterable[str | Path]) -> list[Policy | KindSpec]:
     policies: list[Policy | KindSpec] = []
     described: list[tuple[str, KindSpec]] = []  # where each WorkloadKind came from
     errors: list[LoadError] = []
-    try:
-        sources = list(expand(str(p) for p in paths))
-    except InputError as exc:
-        raise PolicyLoadError([LoadError(exc.path, None, "", exc.problem)]) from exc
-    for source in sources:
-        try:
-            text = Path(source).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            errors.append(LoadError(source, None, "", f"cannot read: {exc}"))
-            continue
+    for source, text in read_sources(paths, errors):
         loaded, problems = load_policy_text(text, source)
         policies.extend(loaded)
         described.extend((source, k) for k in loaded if isinstance(k, KindSpec))
@@ -103,6 +94,29 @@ def policy_set(documents: Iterable[Policy | KindSpec], generation: int = 0) -> P
 def load_policy_text(text: str, source: str) -> tuple[list[Policy | KindSpec], list[LoadError]]:
     policies: list[Policy | KindSpec] = []
     errors: list[LoadError] = []
+    for value, lines in yaml_documents(text, source, errors):
+        document, problems = compile_document(value, source, lines)
+        errors.extend(problems)
+        if document is not None:
+            policies.append(document)
+    return policies, errors
+
+
+def read_sources(paths: Iterable[str | Path], errors: list[LoadError]) -> Iterator[tuple[str, str]]:
+    """(file, text) of every file in the given files and directories; one that cannot be read is an error."""
+    try:
+        sources = list(expand(str(p) for p in paths))
+    except InputError as exc:
+        raise PolicyLoadError([LoadError(exc.path, None, "", exc.problem)]) from exc
+    for source in sources:
+        try:
+            yield source, Path(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            errors.append(LoadError(source, None, "", f"cannot read: {exc}"))
+
+
+def yaml_documents(text: str, source: str, errors: list[LoadError]) -> Iterator[tuple[Any, dict[str, int]]]:
+    """Each non-empty YAML document of `text` with its line map; one that does not parse is an error."""
     for line, raw, oversize in document_chunks(io.BytesIO(text.encode("utf-8"))):
         if oversize:
             errors.append(LoadError(source, line, "", "document is larger than 3 MiB"))
@@ -114,13 +128,8 @@ def load_policy_text(text: str, source: str) -> tuple[list[Policy | KindSpec], l
             at = line + mark.line if mark else line
             errors.append(LoadError(source, at, "", f"invalid YAML: {getattr(exc, 'problem', exc)}"))
             continue
-        if value is None:
-            continue
-        document, problems = compile_document(value, source, lines)
-        errors.extend(problems)
-        if document is not None:
-            policies.append(document)
-    return policies, errors
+        if value is not None:
+            yield value, dict(lines)
 
 
 def compile_document(
