@@ -6,11 +6,14 @@ import copy
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 from control_plane import REPO, to_yaml
+
+NamespaceFactory = Callable[..., str]  # the make_namespace fixture: labels in, a fresh namespace's name out
 
 EXAMPLES = REPO / "examples"
 MLGATE = [sys.executable, "-m", "mlgate"]

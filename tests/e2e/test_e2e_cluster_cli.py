@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import NamespaceFactory
 from control_plane import REPO, ControlPlane
-from e2e_objects import MLGATE, OUT_OF_WEBHOOK, pytorchjob
+from e2e_objects import MLGATE, OUT_OF_WEBHOOK, NamespaceFactory, pytorchjob
 
 pytestmark = pytest.mark.e2e
 
