@@ -27,8 +27,9 @@ from mlgate.reports.policyreport import KINDS as KINDS_BY_API
 from mlgate.reports.policyreport import MANAGED_BY
 from mlgate_reconciler.client import Transport, kube_transport, rate_limited  # type: ignore[import-not-found,unused-ignore]
 from mlgate_reconciler.leader import LeaderElector  # type: ignore[import-not-found,unused-ignore]
+from mlgate_webhook.exception_store import ClusterExceptionSource, ExceptionStore  # type: ignore[import-not-found,unused-ignore]
 from mlgate_webhook.facts_cache import WatchedFacts  # type: ignore[import-not-found,unused-ignore]
-from mlgate_webhook.kube import POLICIES  # type: ignore[import-not-found,unused-ignore]
+from mlgate_webhook.kube import EXCEPTIONS, POLICIES  # type: ignore[import-not-found,unused-ignore]
 from mlgate_webhook.policy_store import ClusterPolicySource, DirectorySource, PolicyStore  # type: ignore[import-not-found,unused-ignore]
 
 from .events import Bucket, event_path, warning_event
@@ -71,6 +72,8 @@ class Audit:
         self.cluster_policies = ClusterPolicySource()
         self.store = PolicyStore([DirectorySource(list(self.options.policy_paths) or [str(default_policy_dir())]),
                                   self.cluster_policies])
+        self.cluster_exceptions = ClusterExceptionSource()
+        self.exceptions = ExceptionStore(self.cluster_exceptions)
         self.state: AuditState | None = None
         self.get = api_get(self.options.kubeconfig, self.options.in_cluster)
         transport = kube_transport(self.options.kubeconfig, self.options.in_cluster)
@@ -81,6 +84,7 @@ class Audit:
         self.policy_watches: list[Reflector] = []
         self.facts_changed: set[str] = set()  # namespaces whose labels changed; "*": any other fact
         self.started = time.monotonic()
+        self._last_judged: datetime | None = None  # the clock of the last round's exceptions
         self.full_pass_from: float | None = self.started
 
     # --- watches -----------------------------------------------------------------------------------
@@ -93,6 +97,20 @@ class Audit:
                               self.stop)
             self.policy_watches.append(watch)
             watch.start()
+        for kind, path in EXCEPTIONS.items():  # an exception in force, or one that expired, changes verdicts
+            watch = Reflector(kind, path, self.get, self.cluster_exceptions.replace, self.cluster_exceptions.apply,
+                              self.stop)
+            self.policy_watches.append(watch)
+            watch.start()
+
+    def _excepting(self, now: datetime) -> bool:
+        """True when the exceptions in force changed since the last round: one was added, edited or deleted,
+        or the instant one of them expires has passed."""
+        changed = self.exceptions.refresh()
+        expiries = [e.expires_at for e in self.exceptions.current]
+        passed = any(self._last_judged <= at <= now for at in expiries) if self._last_judged else False
+        self._last_judged = now
+        return changed or passed
 
     def _facts_replace(self, kind: str, items: Sequence[Mapping[str, Any]]) -> None:
         self.facts.replace(kind, items)
@@ -145,15 +163,18 @@ class Audit:
         policies = self.store.current
         if policies is None or self.state is None or not self.facts.known:
             return
+        now = datetime.now(UTC)
+        excepting = self._excepting(now)
+        exceptions = self.exceptions.at(now)
         with self.lock:
             state = self.state
             changed, self.facts_changed = self.facts_changed, set()
-            if "*" in changed:
+            if "*" in changed or excepting:
                 state.everything_changed()
             for namespace in changed - {"*"}:
                 state.namespace_changed(namespace)
-            judged = state.judge(lambda obj: evaluate(obj, policies, facts=self.facts), self.facts,
-                                 limit=JUDGE_BATCH)
+            judged = state.judge(lambda obj: evaluate(obj, policies, facts=self.facts, exceptions=exceptions),
+                                 self.facts, limit=JUDGE_BATCH)
             self.metrics.judged.inc(judged)
             self.metrics.objects.set(len(state.objects))
             self.metrics.source = list(state.results.values())

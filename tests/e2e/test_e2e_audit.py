@@ -152,3 +152,28 @@ def test_an_unchanged_object_costs_no_report_write_and_a_changed_one_at_most_one
     until_findings(cluster, namespace, "the fixed job passing", lambda f: f == {})
     time.sleep(RESYNC)
     assert audit.writes() == before + 1
+
+
+def test_an_exception_makes_the_report_show_skip_with_its_name_until_it_expires_then_fail(
+        cluster: ControlPlane, audit: AuditProcess, make_namespace: NamespaceFactory) -> None:
+    namespace = make_namespace(OUT_OF_WEBHOOK)
+    store(cluster, namespace, [batch_job("greedy", 12)])
+    until_findings(cluster, namespace, "the greedy job failing", lambda f: f.get("Job/greedy") == ["gpu/gpu.max fail"])
+
+    expires = int(time.time()) + 25  # whole seconds, as expiresAt; time to see the skip, then the expiry
+    exception = {"apiVersion": "mlgate.dev/v1alpha1", "kind": "MLPolicyException",
+                 "metadata": {"name": "greedy-benchmark", "namespace": namespace},
+                 "spec": {"policy": "gpu", "rules": ["gpu.max"], "match": {"names": ["greedy"]},
+                          "expiresAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires)),
+                          "reason": "a one-off 12-GPU benchmark"}}
+    cluster.kubectl("create", "-f", "-", stdin=exception).check()
+    until_findings(cluster, namespace, "the job excepted", lambda f: f.get("Job/greedy") == ["gpu/gpu.max skip"],
+                   outcomes=("skip", "fail"))
+    (excepted,) = [r for r in report(cluster, namespace)["results"]  # type: ignore[index]
+                   if r["rule"] == "gpu.max" and r["result"] == "skip"]
+    assert f"{namespace}/greedy-benchmark" in excepted["properties"]["exceptions"], excepted
+
+    # nobody deletes the exception: past expiresAt the audit judges the job again and it fails
+    until_findings(cluster, namespace, "the job failing once the exception expired",
+                   lambda f: f.get("Job/greedy") == ["gpu/gpu.max fail"])
+    assert time.time() >= expires
