@@ -102,6 +102,26 @@ def trainingjob(replicas: int = 2, gpu: int = 1) -> dict[str, Any]:
     }
 
 
+def stored_job(name: str, gpus: int, generation: int = 1) -> dict[str, Any]:
+    """A batch Job as the API server stores it (a uid and a generation), for the audit's state."""
+    container = {"name": "train", "image": "registry.example/train:1.0",
+                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "team-a", "generation": generation, "uid": f"uid-{name}"},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}}
+
+
+def policy_exception(rule: str, namespace: str, names: list[str], reason: str) -> dict[str, Any]:
+    """A minimal valid MLPolicyException of policy "test" (policy_set's name) for one rule."""
+    return {
+        "apiVersion": "mlgate.dev/v1alpha1",
+        "kind": "MLPolicyException",
+        "metadata": {"name": "nccl-net-admin", "namespace": namespace},
+        "spec": {"policy": "test", "rules": [rule], "match": {"names": names},
+                 "expiresAt": "2030-01-31T00:00:00Z", "reason": reason},
+    }
+
+
 def change(base: dict[str, Any], ptr: str, value: Any) -> dict[str, Any]:
     """A deep copy of `base` with one field set (or removed, with DELETE)."""
     obj = copy.deepcopy(base)

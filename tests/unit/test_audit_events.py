@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from builders import stored_job
 
 from mlgate.engine import evaluate
 from mlgate.loading.policies import load_policy_paths
@@ -26,21 +27,13 @@ def policies():
     return load_policy_paths([REPO / "policies"])
 
 
-def job(name, gpus, generation=1):
-    container = {"name": "train", "image": "registry.example/train:1.0",
-                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": "team-a", "generation": generation, "uid": f"uid-{name}"},
-            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}}
-
-
 def judge(state, policies):
     state.judge(lambda obj: evaluate(obj, policies, facts=FACTS), FACTS)
 
 
 def test_an_object_that_fails_when_first_judged_is_due_one_event(policies):
     state = AuditState(policies.kinds)
-    state.replace(JOBS, [job("greedy", 12), job("ok", 1)])
+    state.replace(JOBS, [stored_job("greedy", 12), stored_job("ok", 1)])
     judge(state, policies)
     assert state.events_due == {GREEDY}
     taken = state.take_events(10)
@@ -49,7 +42,7 @@ def test_an_object_that_fails_when_first_judged_is_due_one_event(policies):
 
 def test_a_resync_that_finds_the_same_failure_is_due_no_event(policies):
     state = AuditState(policies.kinds)
-    state.replace(JOBS, [job("greedy", 12)])
+    state.replace(JOBS, [stored_job("greedy", 12)])
     judge(state, policies)
     state.take_events(10)
     state.everything_changed()
@@ -59,19 +52,19 @@ def test_a_resync_that_finds_the_same_failure_is_due_no_event(policies):
 
 def test_a_job_that_turns_from_pass_to_fail_is_due_an_event(policies):
     state = AuditState(policies.kinds)
-    state.replace(JOBS, [job("greedy", 2)])
+    state.replace(JOBS, [stored_job("greedy", 2)])
     judge(state, policies)
     assert state.events_due == set()
-    state.apply(JOBS, "MODIFIED", job("greedy", 12, generation=2))
+    state.apply(JOBS, "MODIFIED", stored_job("greedy", 12, generation=2))
     judge(state, policies)
     assert state.events_due == {GREEDY}
 
 
 def test_a_job_fixed_before_its_event_was_sent_is_told_nothing(policies):
     state = AuditState(policies.kinds)
-    state.replace(JOBS, [job("greedy", 12)])
+    state.replace(JOBS, [stored_job("greedy", 12)])
     judge(state, policies)
-    state.apply(JOBS, "MODIFIED", job("greedy", 2, generation=2))
+    state.apply(JOBS, "MODIFIED", stored_job("greedy", 2, generation=2))
     judge(state, policies)
     assert state.events_due == set() and state.take_events(10) == []
 
@@ -79,7 +72,7 @@ def test_a_job_fixed_before_its_event_was_sent_is_told_nothing(policies):
 def test_failures_the_stored_reports_already_list_are_not_told_again_by_a_new_leader(policies):
     state = AuditState(policies.kinds)
     state.seed_failing({GREEDY})
-    state.replace(JOBS, [job("greedy", 12)])
+    state.replace(JOBS, [stored_job("greedy", 12)])
     judge(state, policies)
     assert state.events_due == set()
 
@@ -87,13 +80,13 @@ def test_failures_the_stored_reports_already_list_are_not_told_again_by_a_new_le
 def test_a_seeded_failure_of_an_object_gone_from_the_list_is_forgotten(policies):
     state = AuditState(policies.kinds)
     state.seed_failing({GREEDY})
-    state.replace(JOBS, [job("ok", 1)])
+    state.replace(JOBS, [stored_job("ok", 1)])
     assert state.failing == set()
 
 
 def test_the_event_names_the_object_the_rule_and_the_fix(policies):
     state = AuditState(policies.kinds)
-    state.replace(JOBS, [job("greedy", 12)])
+    state.replace(JOBS, [stored_job("greedy", 12)])
     judge(state, policies)
     event = warning_event(state.results[GREEDY], NOW, "audit-0")
     assert event["apiVersion"] == "events.k8s.io/v1" and event["type"] == "Warning"
@@ -109,7 +102,7 @@ def test_the_event_names_the_object_the_rule_and_the_fix(policies):
 
 def test_a_long_note_is_cut_to_the_api_servers_limit(policies):
     state = AuditState(policies.kinds)
-    long_name = job("greedy", 12)
+    long_name = stored_job("greedy", 12)
     long_name["spec"]["template"]["spec"]["containers"][0]["name"] = "c" * 3000
     state.replace(JOBS, [long_name])
     judge(state, policies)

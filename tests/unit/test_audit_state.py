@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from builders import stored_job
 
 from mlgate.engine import evaluate
 from mlgate.loading.policies import load_policy_paths
@@ -27,14 +28,6 @@ def facts(**labels):
     return StaticFacts.from_objects([{"kind": "Namespace", "metadata": {"name": "team-a", "labels": labels}}])
 
 
-def job(name, gpus, generation=1):
-    container = {"name": "train", "image": "registry.example/train:1.0",
-                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": "team-a", "generation": generation, "uid": f"uid-{name}"},
-            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}}
-
-
 def run(state, policies, known=None):
     """One round: judge everything dirty, then the reports; they count as written."""
     known = known or facts()
@@ -53,7 +46,7 @@ def failed_rules(report):
 
 def test_a_violating_job_gets_one_report_with_its_failure(policies):
     state = AuditState(policies.kinds)
-    state.replace(JOBS, [job("ok", 1), job("greedy", 12)])
+    state.replace(JOBS, [stored_job("ok", 1), stored_job("greedy", 12)])
     writes, _ = run(state, policies)
     assert len(writes) == 1 and writes[0]["kind"] == "PolicyReport"
     assert writes[0]["metadata"] == {"name": "mlgate", "namespace": "team-a",
@@ -63,9 +56,9 @@ def test_a_violating_job_gets_one_report_with_its_failure(policies):
 
 def test_a_status_update_judges_nothing_and_writes_nothing(policies):
     state = AuditState(policies.kinds)
-    state.replace(JOBS, [job("greedy", 12)])
+    state.replace(JOBS, [stored_job("greedy", 12)])
     run(state, policies)
-    updated = {**job("greedy", 12), "status": {"active": 1}}
+    updated = {**stored_job("greedy", 12), "status": {"active": 1}}
     state.apply(JOBS, "MODIFIED", updated)
     assert not state.dirty
     assert run(state, policies) == ([], [])
@@ -73,7 +66,7 @@ def test_a_status_update_judges_nothing_and_writes_nothing(policies):
 
 def test_a_resync_that_changes_nothing_writes_nothing(policies):
     state = AuditState(policies.kinds)
-    state.replace(JOBS, [job("greedy", 12)])
+    state.replace(JOBS, [stored_job("greedy", 12)])
     run(state, policies)
     state.everything_changed()
     assert run(state, policies) == ([], [])
@@ -81,9 +74,9 @@ def test_a_resync_that_changes_nothing_writes_nothing(policies):
 
 def test_a_fixed_job_costs_one_write(policies):
     state = AuditState(policies.kinds)
-    state.replace(JOBS, [job("greedy", 12), job("ok", 1)])
+    state.replace(JOBS, [stored_job("greedy", 12), stored_job("ok", 1)])
     run(state, policies)
-    state.apply(JOBS, "MODIFIED", job("greedy", 2, generation=2))
+    state.apply(JOBS, "MODIFIED", stored_job("greedy", 2, generation=2))
     writes, deletes = run(state, policies)
     assert len(writes) == 1 and not deletes
     assert failed_rules(writes[0]) == []
@@ -91,7 +84,7 @@ def test_a_fixed_job_costs_one_write(policies):
 
 def test_jobs_in_an_opted_out_namespace_are_reported_once_the_opt_out_is_removed(policies):
     state = AuditState(policies.kinds)
-    state.replace(JOBS, [job("greedy", 12)])
+    state.replace(JOBS, [stored_job("greedy", 12)])
     assert run(state, policies, facts(**{"mlgate.dev/ignore": "true"})) == ([], [])
     state.namespace_changed("team-a")
     writes, _ = run(state, policies, facts())
@@ -100,7 +93,7 @@ def test_jobs_in_an_opted_out_namespace_are_reported_once_the_opt_out_is_removed
 
 def test_a_tightened_policy_changes_the_report(policies, tmp_path):
     state = AuditState(policies.kinds)
-    state.replace(JOBS, [job("four", 4)])
+    state.replace(JOBS, [stored_job("four", 4)])
     assert failed_rules(run(state, policies)[0][0]) == []
     tight = tmp_path / "gpu.yaml"
     text = (REPO / "policies" / "gpu.yaml").read_text(encoding="utf-8").replace("perContainer: 8", "perContainer: 2")
@@ -114,18 +107,18 @@ def test_a_tightened_policy_changes_the_report(policies, tmp_path):
 
 def test_the_last_object_gone_deletes_its_report(policies):
     state = AuditState(policies.kinds)
-    state.replace(JOBS, [job("greedy", 12)])
+    state.replace(JOBS, [stored_job("greedy", 12)])
     run(state, policies)
-    state.apply(JOBS, "DELETED", job("greedy", 12))
+    state.apply(JOBS, "DELETED", stored_job("greedy", 12))
     assert run(state, policies) == ([], [("team-a", "mlgate")])
     assert state.written == {}
 
 
 def test_a_list_without_an_object_drops_it_as_a_delete_would(policies):
     state = AuditState(policies.kinds)
-    state.replace(JOBS, [job("greedy", 12), job("ok", 1)])
+    state.replace(JOBS, [stored_job("greedy", 12), stored_job("ok", 1)])
     run(state, policies)
-    state.replace(JOBS, [job("ok", 1)])
+    state.replace(JOBS, [stored_job("ok", 1)])
     writes, _ = run(state, policies)
     assert failed_rules(writes[0]) == []
 
@@ -134,17 +127,17 @@ def test_a_job_s_pods_are_left_to_their_job(policies):
     state = AuditState(policies.kinds)
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "greedy-x", "namespace": "team-a",
            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "greedy", "controller": True}]},
-           "spec": copy.deepcopy(job("greedy", 12)["spec"]["template"]["spec"])}
+           "spec": copy.deepcopy(stored_job("greedy", 12)["spec"]["template"]["spec"])}
     state.replace("v1/Pod", [pod])
     assert state.objects == {}
 
 
 def test_memory_holds_one_copy_per_object_however_many_updates(policies):
     state = AuditState(policies.kinds)
-    state.replace(JOBS, [job("greedy", 12)])
+    state.replace(JOBS, [stored_job("greedy", 12)])
     for generation in range(2, 200):
-        state.apply(JOBS, "MODIFIED", {**job("greedy", 12, generation), "metadata": {
-            **job("greedy", 12)["metadata"], "generation": generation, "managedFields": [{"x": generation}]}})
+        state.apply(JOBS, "MODIFIED", {**stored_job("greedy", 12, generation), "metadata": {
+            **stored_job("greedy", 12)["metadata"], "generation": generation, "managedFields": [{"x": generation}]}})
         run(state, policies)
     assert len(state.objects) == len(state.seen) == len(state.results) == 1
     assert "managedFields" not in state.objects[("batch/v1", "Job", "team-a", "greedy")]["metadata"]

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from builders import change, job, policy_set
+from builders import change, job, policy_exception, policy_set
 
 from mlgate.engine import PolicySet, evaluate
 from mlgate.engine.exceptions import container_of
@@ -36,13 +36,7 @@ def two_containers() -> dict[str, Any]:
 
 
 OBJ = two_containers()
-EXCEPTION: dict[str, Any] = {
-    "apiVersion": "mlgate.dev/v1alpha1",
-    "kind": "MLPolicyException",
-    "metadata": {"name": "nccl-net-admin", "namespace": "ml"},
-    "spec": {"policy": "test", "rules": [RULE], "match": {"names": ["train"]},
-             "expiresAt": "2030-01-31T00:00:00Z", "reason": "NCCL over RoCE needs NET_ADMIN (NET-1234)"},
-}
+EXCEPTION: dict[str, Any] = policy_exception(RULE, "ml", ["train"], "NCCL over RoCE needs NET_ADMIN (NET-1234)")
 
 
 def policies(**spec: Any) -> PolicySet:

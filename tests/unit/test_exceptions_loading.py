@@ -11,20 +11,14 @@ from typing import Any
 
 import pytest
 import yaml
-from builders import DELETE, change, policy_set
+from builders import DELETE, change, policy_exception, policy_set
 
 from mlgate.loading.exceptions import check_exception_object, compile_exception, load_exception_paths
 from mlgate.loading.policies import PolicyLoadError, compile_policy
 from mlgate.model.exceptions import PolicyException
 
 RULE = "pod-security.baseline"
-EXCEPTION: dict[str, Any] = {
-    "apiVersion": "mlgate.dev/v1alpha1",
-    "kind": "MLPolicyException",
-    "metadata": {"name": "nccl-net-admin", "namespace": "team-a"},
-    "spec": {"policy": "test", "rules": [RULE], "match": {"names": ["llama"]},
-             "expiresAt": "2030-01-31T00:00:00Z", "reason": "NCCL needs NET_ADMIN (NET-1234)"},
-}
+EXCEPTION: dict[str, Any] = policy_exception(RULE, "team-a", ["llama"], "NCCL needs NET_ADMIN (NET-1234)")
 POLICIES = policy_set({"rule": RULE}, {"rule": "gpu.max", "params": {"perContainer": 8}}).policies
 
 
