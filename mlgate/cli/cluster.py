@@ -12,8 +12,10 @@ The Kubernetes client comes with mlgate[cluster]; without it both commands say s
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from mlgate.cli.review import Record, Render, Settings, review_document
@@ -65,7 +67,10 @@ def missing_client() -> str | None:
 
 def connect(kubeconfig: str | None, context: str | None) -> Connection:
     from kubernetes.config import ConfigException, list_kube_config_contexts
+    from kubernetes.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION
 
+    for path in (kubeconfig or os.path.expanduser(KUBE_CONFIG_DEFAULT_LOCATION)).split(os.pathsep):
+        _check_kubeconfig(path)
     try:
         api = api_client(kubeconfig, False, context)
         contexts, active = list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
@@ -74,6 +79,28 @@ def connect(kubeconfig: str | None, context: str | None) -> Connection:
     chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
     namespace = str(((chosen or {}).get("context") or {}).get("namespace") or "default")
     return Connection(api_get(None, False, api=api), str(api.configuration.host), namespace)
+
+
+def _check_kubeconfig(path: str) -> None:
+    """A kubeconfig the client would crash on (bad YAML, not a mapping) is refused here, with its line: the
+    client lets PyYAML's errors and TypeErrors through. A missing file is left to the client's own message."""
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ClusterError(f"kubeconfig {path}: cannot read: {exc}") from exc
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else path
+        raise ClusterError(f"kubeconfig {where}: invalid YAML: {getattr(exc, 'problem', exc)}") from exc
+    if value is not None and not isinstance(value, dict):
+        raise ClusterError(f"kubeconfig {path}: must be a mapping (apiVersion, clusters, contexts, users), "
+                           f"not a {type(value).__name__}")
 
 
 def cluster_policies(connection: Connection, policies: PolicySet, local: Sequence[KindSpec]) -> PolicySet:

@@ -77,3 +77,17 @@ def test_a_policy_parameter_that_is_no_finite_number_is_a_load_error_at_its_line
     result = CliRunner().invoke(cli, ["validate", "-p", str(policy), str(manifest)])
     assert result.exit_code == 2
     assert f"{policy}:7" in result.stderr and ".inf is not a finite number" in result.stderr, result.stderr
+
+
+def test_a_kubeconfig_that_is_not_yaml_or_not_a_mapping_is_one_clear_error_with_its_line(tmp_path: Path) -> None:
+    garbage, listed = tmp_path / "garbage", tmp_path / "listed"
+    garbage.write_text("apiVersion: v1\nclusters: [\n")
+    listed.write_text("- a\n- b\n")
+    for command in (["validate", "--cluster"], ["facts", "dump"]):
+        result = CliRunner().invoke(cli, [*command, "--kubeconfig", str(garbage)])
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(f"mlgate: kubeconfig {garbage}:3: invalid YAML:"), result.stderr
+        result = CliRunner().invoke(cli, [*command, "--kubeconfig", str(listed)])
+        assert result.exit_code == 2, result.output
+        assert result.stderr == f"mlgate: kubeconfig {listed}: must be a mapping (apiVersion, clusters, contexts, " \
+                                "users), not a list\n"
