@@ -43,7 +43,7 @@ def cluster_options(command: F) -> F:
 
 def cluster_review(options: dict[str, Any], *, paths: Sequence[str], facts: str | None,
                    policy_paths: Sequence[str], crd_paths: Sequence[str], namespace: str,
-                   render: Render | None) -> Iterator[Record] | None:
+                   render: Render | None, exception_paths: Sequence[str] = ()) -> Iterator[Record] | None:
     """`validate`'s records for the stored objects with --cluster; None without it (the files are judged).
     Exit 2 when --cluster meets what it excludes, or its options come without it."""
     from mlgate.cli.main import fail
@@ -69,14 +69,15 @@ def cluster_review(options: dict[str, Any], *, paths: Sequence[str], facts: str 
         chosen = ""
     return _review_cluster(policy_paths=policy_paths, crd_paths=crd_paths, namespace=chosen,
                            kubeconfig=options.get("kubeconfig"), context=options.get("context"),
-                           kind_names=options.get("kind_names"), render=render)
+                           kind_names=options.get("kind_names"), render=render, exception_paths=exception_paths)
 
 
 def _review_cluster(*, policy_paths: Sequence[str], crd_paths: Sequence[str], namespace: str | None,
                     kubeconfig: str | None, context: str | None, kind_names: str | None,
-                    render: Render | None) -> Iterator[Record]:
+                    render: Render | None, exception_paths: Sequence[str] = ()) -> Iterator[Record]:
     """Records for the stored objects; `namespace` None: the context's; "": every namespace (-A)."""
     from mlgate.cli import cluster as live
+    from mlgate.cli.exceptions import load_exceptions
     from mlgate.cli.main import _one_line_logs, fail, load_policies, load_schemas
     from mlgate.cli.review import Settings
     from mlgate.workloads.catalog import SHIPPED
@@ -92,7 +93,8 @@ def _review_cluster(*, policy_paths: Sequence[str], crd_paths: Sequence[str], na
         policies = live.cluster_policies(connection, policies, local)
         served = live.served_kinds(connection, policies, kinds)
         facts = live.cluster_facts(connection)
-        settings = Settings(policies, facts, chosen or "default", schemas=schemas)
+        excepted = load_exceptions(exception_paths, policies)  # judged at this instant, as for files
+        settings = Settings(policies, facts, chosen or "default", schemas=schemas, exceptions=excepted)
         yield from live.review_cluster(connection, settings, served, chosen, render=render)
     except live.ClusterError as exc:
         _notes(connection)

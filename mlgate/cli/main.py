@@ -212,7 +212,8 @@ def validate(  # click passes options by name
     reporter = Reporter(output, sys.stdout, _style(sys.stdout, color, quiet), report_api=report_api)
     statuses = set()
     live = facts_cli.cluster_review(cluster_args, paths=paths, facts=facts, policy_paths=policy_paths,
-                                    crd_paths=crd_paths, namespace=namespace, render=reporter.render)
+                                    crd_paths=crd_paths, namespace=namespace, render=reporter.render,
+                                    exception_paths=exception_paths)
     records = live if live is not None else _review(paths, policy_paths, facts, namespace, jobs=jobs,
                                                     render=reporter.render, crds=crd_paths,
                                                     exceptions=exception_paths)

@@ -68,6 +68,24 @@ def test_validate_cluster_denies_the_stored_objects_that_break_the_policies(
     assert source.startswith("/apis/") and f"/namespaces/{stored}/" in source, source
 
 
+def test_validate_cluster_applies_the_local_exceptions_to_the_stored_objects(
+        cluster: ControlPlane, stored: str, tmp_path: Path) -> None:
+    exception = {"apiVersion": "mlgate.dev/v1alpha1", "kind": "MLPolicyException",
+                 "metadata": {"name": "greedy-benchmark", "namespace": stored},
+                 "spec": {"policy": "gpu", "rules": ["gpu.max"], "match": {"names": ["greedy"]},
+                          "expiresAt": "2099-01-01T00:00:00Z", "reason": "a one-off 12-GPU benchmark"}}
+    path = tmp_path / "exception.json"
+    path.write_text(json.dumps(exception))
+    run = mlgate(cluster, "validate", "--cluster", "-n", stored, "-o", "json", *POLICIES, "--exceptions", str(path))
+    assert run.returncode == 1, run.stderr  # Job/root and PyTorchJob/ddp-greedy still break the policies
+    got = verdicts(run.stdout)
+    assert got["Job/greedy"] == ("allowed", [])
+    assert got["PyTorchJob/ddp-greedy"] == ("denied", ["gpu/gpu.max", "gpu/gpu.max"])  # not matched by name
+    (greedy,) = [r for r in json.loads(run.stdout)["results"] if r["name"] == "greedy"]
+    assert [(e["namespace"], e["name"], e["rule"], e["expired"]) for e in greedy["excepted"]] == [
+        (stored, "greedy-benchmark", "gpu.max", False)], greedy
+
+
 def test_the_text_report_names_each_stored_object_by_its_api_path(cluster: ControlPlane, stored: str) -> None:
     run = mlgate(cluster, "validate", "--cluster", "-n", stored, "--kinds", "Job.batch", *POLICIES)
     assert run.returncode == 1, run.stderr
