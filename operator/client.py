@@ -33,6 +33,7 @@ PATHS: dict[tuple[str, str], tuple[str, str]] = {
     ("v1", "PersistentVolumeClaim"): ("/api/v1", "persistentvolumeclaims"),
     ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments"),
     ("autoscaling/v2", "HorizontalPodAutoscaler"): ("/apis/autoscaling/v2", "horizontalpodautoscalers"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"): ("/apis/gateway.networking.k8s.io/v1", "httproutes"),
     ("coordination.k8s.io/v1", "Lease"): ("/apis/coordination.k8s.io/v1", "leases"),
     ("mlgate.dev/v1alpha1", "TrainingJob"): ("/apis/mlgate.dev/v1alpha1", "trainingjobs"),
     ("mlgate.dev/v1alpha1", "InferenceService"): ("/apis/mlgate.dev/v1alpha1", "inferenceservices"),
@@ -92,6 +93,17 @@ class KubeClient:
             raise
         items: list[dict[str, Any]] = body.get("items") or []
         return items
+
+    def serves(self, api_version: str, kind: str) -> bool:
+        """Whether the API server serves this kind (discovery, a read: a 404 means its CRDs are not installed)."""
+        prefix, plural = PATHS[(api_version, kind)]
+        try:
+            body = self._call("GET", prefix)
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(isinstance(r, dict) and r.get("name") == plural for r in body.get("resources") or [])
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]

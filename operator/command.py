@@ -5,12 +5,15 @@ at most `--qps` API requests per second, metrics and probes on `--metrics-addres
 holder of the Lease `--lease-namespace/--lease-name` reconciles; the others wait (safe with 2 replicas).
 SIGTERM or SIGINT stops it gracefully: no new passes, running ones finish, the Lease is released, exit 0.
 Leadership lost (a renewal missed its deadline) exits 1 at once, so a Deployment restarts it as a follower.
+`--runtimes FILE` (or $MLGATE_RUNTIMES) adds or overrides model-server runtimes by name (runtimes.py); a file
+that does not load exits 2 with its file, line and field.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import sys
 from pathlib import Path
 
 import click
@@ -48,13 +51,22 @@ def _lease_namespace_default() -> str:
 @click.option("--retry-period", default=2.0, show_default=True, type=click.FloatRange(min=0.1))
 @click.option("--metrics-address", default="127.0.0.1:8080", show_default=True,
               help="HOST:PORT of /metrics, /healthz and /readyz (port 0: any free port; empty: none).")
+@click.option("--runtimes", "runtimes_file", type=click.Path(exists=True, dir_okay=False), envvar="MLGATE_RUNTIMES",
+              help="YAML file of model-server runtimes that add to or override the shipped ones, by name.")
 @click.option("--once", is_flag=True, help="One pass over every object, then exit (1 if a pass failed).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 def operator(**options: object) -> None:
     """Run the reconciler: TrainingJobs and InferenceServices become pods, services and deployments."""
     from .runner import Options, run
+    from .runtimes import RuntimesError, load_runtimes, use_runtimes
 
+    runtimes_file = options.pop("runtimes_file", None)
+    try:
+        use_runtimes(load_runtimes(Path(str(runtimes_file)) if runtimes_file else None))
+    except RuntimesError as exc:
+        print(f"mlgate operator: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     opts = Options(**options)  # type: ignore[arg-type]
     if opts.kubeconfig and opts.in_cluster:
         raise click.UsageError("--kubeconfig and --in-cluster exclude each other")

@@ -17,10 +17,18 @@ Pods also carry `mlgate.dev/replica-type` (lowercase role) and `mlgate.dev/repli
 labels and annotations, `hostname`/`subdomain`, and `restartPolicy: Never` (the reconciler replaces failed
 pods itself, counting against runPolicy.backoffLimit).
 
-Main-container environment, in order: framework variables (frameworks.py), hyperparameters, checkpoint.
-- Hyperparameters: the env var name IS the key, unchanged (the CRD's documented contract: "name = key,
-  value = value"), sorted by key. A key that equals a framework or checkpoint variable is dropped, never
-  allowed to override it; `hyperparameter_conflicts()` lists those keys so the reconciler can report them.
+Main-container environment, in order: framework variables (frameworks.py), hyperparameters, model config,
+checkpoint.
+- Hyperparameters: `spec.hyperparameters` or `spec.modelConfig.hyperparameters` (the CRD refuses both at once;
+  were both stored, modelConfig's value wins per key). The env var name IS the key, unchanged (the CRD's
+  contract: "name = key, value = value"), sorted by key. A key that equals a framework, model-config or
+  checkpoint variable is dropped, never allowed to override it; admission refuses such keys first
+  (launch.reserved-env reads both fields from kinds.yaml).
+- Model config: `modelConfig.dataPath` -> `DATA_PATH`, `modelConfig.outputPath` -> `OUTPUT_PATH`, values as
+  written (a URI or an absolute path in the pod). Kubeflow v1 sets no such variables; Trainer v2's initializers
+  download to fixed paths (kubeflow/trainer `pkg/constants/constants.go`: DatasetMountPath /workspace/dataset,
+  ModelMountPath /workspace/model) and KubeDL sets `KUBEDL_MODEL_PATH=/kubedl-model` (KubeDL docs, "Model"),
+  so the names follow the fields, as CHECKPOINT_DIR/CHECKPOINT_URI do.
 - Checkpoint: claimName + mountPath -> volume `mlgate-checkpoint` (the claim) mounted at mountPath in the main
   container of every pod and `CHECKPOINT_DIR=<mountPath>`; uri -> `CHECKPOINT_URI=<uri>` only.
 Variables the user wrote in the template under one of these names are replaced (the reconciler owns them).
@@ -56,6 +64,7 @@ VOLCANO_TASK_SPEC = "volcano.sh/task-spec"  # Kubeflow v1 with Volcano (ml-domai
 CHECKPOINT_VOLUME = "mlgate-checkpoint"
 MPI_VOLUME = "mlgate-mpi"
 CHECKPOINT_ENV = ("CHECKPOINT_DIR", "CHECKPOINT_URI")
+MODEL_CONFIG_ENV = (("dataPath", "DATA_PATH"), ("outputPath", "OUTPUT_PATH"))  # modelConfig field -> env name
 PODGROUP_API = {"volcano": "scheduling.volcano.sh/v1beta1", "coscheduling": "scheduling.x-k8s.io/v1alpha1"}
 
 
@@ -155,7 +164,8 @@ def _pod(job: dict[str, Any], topo: Topology, replica: Replica) -> dict[str, Any
     _scheduling(spec.get("scheduling") or {}, topo, replica, pod_spec, {LABELS: labels, ANNOTATIONS: annotations})
     pod_spec.update({"hostname": replica.name, "subdomain": topo.job, "restartPolicy": "Never"})
     _port(topo, main)
-    env = frameworks.framework_env(topo, replica) + _hyperparameters(spec) + _checkpoint(spec, pod_spec, main)
+    env = (frameworks.framework_env(topo, replica) + _hyperparameters(spec) + _model_config(spec)
+           + _checkpoint(spec, pod_spec, main))
     if topo.framework == "mpi":
         _mount(pod_spec, main, *mpi.ssh_volume(topo.job))
         if replica.role == "Launcher":
@@ -214,9 +224,19 @@ def _port(topo: Topology, main: dict[str, Any]) -> None:
 
 
 def _hyperparameters(spec: dict[str, Any]) -> Env:
-    reserved = frameworks.FRAMEWORK_ENV_NAMES | set(CHECKPOINT_ENV)
-    values = spec.get("hyperparameters") or {}
+    reserved = frameworks.FRAMEWORK_ENV_NAMES | set(CHECKPOINT_ENV) | {name for _, name in MODEL_CONFIG_ENV}
+    values = {**_mapping(spec.get("hyperparameters")), **_mapping(_mapping(spec.get("modelConfig")).get(
+        "hyperparameters"))}
     return [(str(k), str(values[k])) for k in sorted(values) if k not in reserved]
+
+
+def _model_config(spec: dict[str, Any]) -> Env:
+    config = _mapping(spec.get("modelConfig"))
+    return [(name, str(config[field])) for field, name in MODEL_CONFIG_ENV if config.get(field)]
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _checkpoint(spec: dict[str, Any], pod_spec: dict[str, Any], main: dict[str, Any]) -> Env:

@@ -1,6 +1,7 @@
 """Desired children of an InferenceService, as full Kubernetes objects (pure; no I/O).
 
-Same input, same output, as desired.py for a TrainingJob.
+Same input, same output, as desired.py for a TrainingJob. The model server is data: the runtime named by
+spec.runtime in the catalog (runtimes.py: KServe's ClusterServingRuntimes plus a platform's file).
 """
 
 from __future__ import annotations
@@ -11,57 +12,89 @@ from typing import Any
 from mlgate.rules.gang_markers import label_value
 from mlgate.workloads import render
 
-from .desired import child_object, main_container, name_of, set_env
+from .desired import child_object, main_container, name_of
+from .model_storage import mount_model, uri_problem
+from .runtimes import Catalog, Runtime, active_runtimes, render_template
 
-__all__ = ["COMPONENT_LABEL", "ISVC_LABEL", "canary_split", "desired_inference_children", "has_canary"]
+__all__ = ["COMPONENT_LABEL", "HTTPROUTE_API", "ISVC_LABEL", "canary_split", "desired_inference_children",
+           "has_canary", "inference_problem"]
 
 # --- InferenceService ----------------------------------------------------------------------------------
 #
 # InferenceService -> in this order: Deployment `<name>-predictor`, Deployment `<name>-canary` (only with
-# canaryTrafficPercent > 0 and spec.canary), Service `<name>` (ClusterIP, port 80 -> container port 8080, named
-# "http"), and an `autoscaling/v2` HorizontalPodAutoscaler `<name>` on the predictor when `scaling` is set.
+# canaryTrafficPercent > 0 and spec.canary), Service `<name>` (ClusterIP: port 80 "http" -> the runtime's HTTP
+# port, and the runtime's gRPC port "grpc" -> itself), with a canary and `routed` (the Gateway API is served) the
+# Services `<name>-predictor` and `<name>-canary` and an HTTPRoute `<name>`, and an `autoscaling/v2`
+# HorizontalPodAutoscaler `<name>` on the predictor when `scaling` is set.
 #
-# Traffic split: both Deployments' pods carry the Service's selector label `mlgate.dev/inference-service`, so
-# kube-proxy spreads connections evenly over all ready pods of both; the split is the pod ratio. With
-# total = scaling.minReplicas (default 1) and pct = canaryTrafficPercent:
+# Each pod runs the runtime's image, command, args, ports and probes (unless the template's predictor container
+# sets its own), and gets its model as model_storage.py says (init container, or a pvc:// claim mounted).
+#
+# Traffic split, routed: the HTTPRoute (gateway.networking.k8s.io/v1) attaches to the Service `<name>`'s http
+# port (a GAMMA "producer" route: a mesh, or a Gateway the platform points at it, applies it) and sends
+# weight 100 - pct to `<name>-predictor` and pct to `<name>-canary`: exactly canaryTrafficPercent of requests.
+# Not routed: both Deployments' pods carry the Service's selector label `mlgate.dev/inference-service`, so
+# kube-proxy spreads connections evenly over all ready pods of both; the split is the pod ratio. In both cases
+# the replicas follow the share; with total = scaling.minReplicas (default 1) and pct = canaryTrafficPercent:
 #   canary  = max(1, round_half_up(total * pct / 100))     (integer math: (total * pct + 50) // 100)
 #   primary = total - canary, but at least 1 while pct < 100 (never send 100% to a canary asked for less)
-# so the realized share is canary / (primary + canary): total 10 at 10% -> 9 + 1; total 1 at 10% -> 1 + 1 (50%).
-# The split is per connection, not per request (keep-alive clients stick to one pod), and the HPA scales only
-# the predictor, so the canary's share falls as the predictor scales out.
+# so the pod-ratio share is canary / (primary + canary): total 10 at 10% -> 9 + 1; total 1 at 10% -> 1 + 1 (50%).
+# That split is per connection, not per request (keep-alive clients stick to one pod), and the HPA scales only
+# the predictor, so the canary's share falls as the predictor scales out; status.canary says what it is.
 # Each Deployment selects its own pods with `mlgate.dev/component` (predictor | canary), so the two selectors
 # never overlap. When an HPA exists the reconciler must leave the predictor's spec.replicas to it.
 
 ISVC_LABEL = "mlgate.dev/inference-service"
 COMPONENT_LABEL = "mlgate.dev/component"
-SERVING_PORT, SERVICE_PORT = 8080, 80
+SERVICE_PORT = 80
+HTTPROUTE_API = "gateway.networking.k8s.io/v1"
+GRPC_APP_PROTOCOL = "kubernetes.io/h2c"  # KEP-3726 standard appProtocol: gRPC is HTTP/2 without TLS here
 DEFAULT_TARGET_UTILIZATION = 80  # autoscaling/v2's own default when no metric is given
-# Used when spec.image is unset: the images KServe's ClusterServingRuntimes use
-# (kserve/kserve config/runtimes/kustomization.yaml @031922cb).
-DEFAULT_IMAGES = {
-    "triton": "nvcr.io/nvidia/tritonserver:21.09-py3",
-    "torchserve": "pytorch/torchserve-kfs:0.7.0",
-    "tensorflow-serving": "tensorflow/serving:2.6.2",
-}
 
 
-def desired_inference_children(isvc: dict[str, Any]) -> list[dict[str, Any]]:
+def desired_inference_children(isvc: dict[str, Any], catalog: Catalog | None = None, *,
+                               routed: bool = True) -> list[dict[str, Any]]:
+    """The children; `routed`: the API server serves HTTPRoute (the pass found out). Call only when
+    `inference_problem` found nothing."""
+    catalog = catalog or active_runtimes()
     spec = isvc.get("spec") or {}
     name = name_of(isvc)
+    runtime = catalog.runtimes[str(spec.get("runtime"))]
     primary, canary = canary_split(spec)
-    children = [_deployment(isvc, "predictor", primary, spec.get("image"), spec.get("modelUri"))]
+    children = [_deployment(isvc, catalog, "predictor", primary, image=spec.get("image"),
+                            model_uri=spec.get("modelUri"))]
     if has_canary(spec):
         overrides = spec.get("canary") or {}
-        children.append(_deployment(isvc, "canary", canary, overrides.get("image") or spec.get("image"),
-                                    overrides.get("modelUri") or spec.get("modelUri")))
-    children.append(_isvc_object("v1", "Service", isvc, name, spec={
-        "type": "ClusterIP",
-        "selector": {ISVC_LABEL: label_value(name)},
-        "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": SERVING_PORT, "protocol": "TCP"}],
-    }))
+        children.append(_deployment(isvc, catalog, "canary", canary,
+                                    image=overrides.get("image") or spec.get("image"),
+                                    model_uri=overrides.get("modelUri") or spec.get("modelUri")))
+    children.append(_service(isvc, name, runtime, None))
+    if has_canary(spec) and routed:
+        children += [_service(isvc, f"{name}-{c}", runtime, c) for c in ("predictor", "canary")]
+        children.append(_route(isvc, int(spec["canaryTrafficPercent"])))
     if spec.get("scaling"):
         children.append(_hpa(isvc, spec["scaling"]))
     return children
+
+
+def inference_problem(isvc: dict[str, Any], catalog: Catalog | None = None) -> tuple[str, str] | None:
+    """(reason, message) when the spec cannot be served as written: an unknown runtime, a model URI the
+    reconciler cannot fetch."""
+    catalog = catalog or active_runtimes()
+    spec = isvc.get("spec") or {}
+    runtime = str(spec.get("runtime"))
+    if runtime not in catalog.runtimes:
+        known = ", ".join(sorted(catalog.runtimes))
+        return "UnknownRuntime", (f"spec.runtime: runtime {runtime!r} is not configured; use one of: {known} "
+                                  "(or add it to the reconciler's --runtimes file)")
+    uris = [("spec.modelUri", spec.get("modelUri"))]
+    if has_canary(spec) and (spec.get("canary") or {}).get("modelUri"):
+        uris.append(("spec.canary.modelUri", spec["canary"]["modelUri"]))
+    for field, uri in uris:
+        problem = uri_problem(field, str(uri or ""))
+        if problem is not None:
+            return "UnsupportedModelUri", problem
+    return None
 
 
 def canary_split(spec: dict[str, Any]) -> tuple[int, int]:
@@ -88,16 +121,49 @@ def _isvc_object(api_version: str, kind: str, isvc: dict[str, Any], name: str, *
     return obj
 
 
-def _deployment(isvc: dict[str, Any], component: str, replicas: int, image: Any, model_uri: Any) -> dict[str, Any]:
+def _service(isvc: dict[str, Any], name: str, runtime: Runtime, component: str | None) -> dict[str, Any]:
+    selector = {ISVC_LABEL: label_value(name_of(isvc)), **({COMPONENT_LABEL: component} if component else {})}
+    ports: list[dict[str, Any]] = [
+        {"name": "http", "port": SERVICE_PORT, "targetPort": runtime.http_port, "protocol": "TCP"}]
+    if runtime.grpc_port is not None:
+        ports.append({"name": "grpc", "port": runtime.grpc_port, "targetPort": runtime.grpc_port,
+                      "protocol": "TCP", "appProtocol": GRPC_APP_PROTOCOL})
+    service = _isvc_object("v1", "Service", isvc, name, spec={"type": "ClusterIP", "selector": selector,
+                                                              "ports": ports})
+    if component:
+        service["metadata"]["labels"][COMPONENT_LABEL] = component
+    return service
+
+
+def _route(isvc: dict[str, Any], pct: int) -> dict[str, Any]:
+    """HTTPRoute v1 (kubernetes-sigs/gateway-api v1.6.1 apis/v1/httproute_types.go, shared_types.go): a
+    ParentReference to the Service's http port (group "" and kind Service: the mesh case; sectionName is the
+    Service port's name), one rule whose BackendRefs carry the weights (weight/sum of weights; 0 sends nothing)."""
+    name = name_of(isvc)
+
+    def backend(component: str, weight: int) -> dict[str, Any]:
+        return {"group": "", "kind": "Service", "name": f"{name}-{component}", "port": SERVICE_PORT,
+                "weight": weight}
+
+    return _isvc_object(HTTPROUTE_API, "HTTPRoute", isvc, name, spec={
+        "parentRefs": [{"group": "", "kind": "Service", "name": name, "sectionName": "http"}],
+        "rules": [{"backendRefs": [backend("predictor", 100 - pct), backend("canary", pct)]}],
+    })
+
+
+def _deployment(isvc: dict[str, Any], catalog: Catalog, component: str, replicas: int, *, image: Any,
+                model_uri: Any) -> dict[str, Any]:
     spec = isvc.get("spec") or {}
     name = name_of(isvc)
+    runtime = catalog.runtimes[str(spec.get("runtime"))]
     template_meta = (spec.get("template") or {}).get("metadata") or {}
     pod_spec = copy.deepcopy(render.render_pod_spec("InferenceService", spec))
     main = main_container(pod_spec, render.SERVING_CONTAINER)
-    main["image"] = str(image or DEFAULT_IMAGES.get(str(spec.get("runtime")), ""))
-    ports = [p for p in main.get("ports") or [] if not (isinstance(p, dict) and p.get("name") == "http")]
-    main["ports"] = [*ports, {"name": "http", "containerPort": SERVING_PORT, "protocol": "TCP"}]
-    set_env(main, [("MODEL_URI", str(model_uri or ""))])
+    main["image"] = str(image or runtime.image)
+    _run_runtime(main, runtime, name, (isvc.get("metadata") or {}).get("labels") or {})
+    storage = spec.get("storage") or {}
+    mount_model(pod_spec, main, str(model_uri or ""), runtime, initializer=catalog.storage_initializer,
+                secret=storage.get("secretName"))
     selector = {ISVC_LABEL: label_value(name), COMPONENT_LABEL: component}
     pod_meta: dict[str, Any] = {"labels": {**(template_meta.get("labels") or {}), **selector}}
     if template_meta.get("annotations"):
@@ -109,6 +175,28 @@ def _deployment(isvc: dict[str, Any], component: str, replicas: int, image: Any,
     })
     deployment["metadata"]["labels"][COMPONENT_LABEL] = component
     return deployment
+
+
+def _run_runtime(main: dict[str, Any], runtime: Runtime, name: str, labels: dict[str, str]) -> None:
+    """The runtime's command, args, env, ports and probes on the predictor container; what the template's
+    predictor container sets itself wins (a command or args of its own replace the runtime's both)."""
+    if not main.get("command") and not main.get("args"):
+        if runtime.command:
+            main["command"] = render_template(runtime.command, name, labels)
+        if runtime.args:
+            main["args"] = render_template(runtime.args, name, labels)
+    own = {e.get("name") for e in main.get("env") or [] if isinstance(e, dict)}
+    added = [{"name": k, "value": render_template(v, name, labels)} for k, v in runtime.env.items() if k not in own]
+    if added:
+        main["env"] = [*(main.get("env") or []), *added]
+    ports = [p for p in main.get("ports") or [] if not (isinstance(p, dict) and p.get("name") in ("http", "grpc"))]
+    ports.append({"name": "http", "containerPort": runtime.http_port, "protocol": "TCP"})
+    if runtime.grpc_port is not None:
+        ports.append({"name": "grpc", "containerPort": runtime.grpc_port, "protocol": "TCP"})
+    main["ports"] = ports
+    for field, probe in (("readinessProbe", runtime.readiness_probe), ("livenessProbe", runtime.liveness_probe)):
+        if probe and field not in main:
+            main[field] = render_template(copy.deepcopy(probe), name, labels)
 
 
 def _hpa(isvc: dict[str, Any], scaling: dict[str, Any]) -> dict[str, Any]:

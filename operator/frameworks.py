@@ -9,8 +9,13 @@ Conventions (ml-domain reference §3, Kubeflow training-operator v1.9.0 and mpi-
   pod: the whole GPUs per replica, 1 for a MIG device or no GPU ("auto" on a CPU pod means os.cpu_count(), the
   node's cores, not the container's). WORLD_SIZE stays the pod count, as upstream with "auto" (torchrun sets the
   per-process WORLD_SIZE itself).
-- TensorFlow: `TF_CONFIG` = {"cluster": {"chief"|"worker"|"ps": ["<pod>.<job>.<ns>.svc:<port>", ...]},
-  "task": {"type", "index"}, "environment": "cloud"}; port 2222 (`tfjob-port`).
+- TensorFlow (`pkg/controller.v1/tensorflow/tensorflow.go` genTFConfigJSONStr): `TF_CONFIG` =
+  {"cluster": {"chief"|"worker"|"ps": ["<pod>.<job>.<ns>.svc:<port>", ...]}, "task": {"type", "index"},
+  "environment": "cloud"}; port 2222 (`tfjob-port`). `spec.distributedStrategy` picks the roles
+  (render.TF_STRATEGY_ROLES): `parameter_server` Chief (the coordinator) + Workers + PS, `multi_worker_mirrored`
+  Workers only (worker 0 acts as chief), `mirrored` one Worker and no TF_CONFIG (MirroredStrategy uses the
+  pod's own GPUs; training-operator's isDistributed also sets none for a one-pod job). Unset: Chief + Workers
+  + PS, each with a TF_CONFIG, as before.
 - XGBoost (`pkg/controller.v1/xgboost/envvar.go`): `MASTER_ADDR`, `MASTER_PORT`, `WORLD_SIZE` (pods), `RANK`
   (worker i -> i+1), `PYTHONUNBUFFERED=1`, and only with more than one replica `WORKER_PORT` and `WORKER_ADDRS`
   (comma list of worker hosts); port 9999 (`xgboostjob-port`).
@@ -89,6 +94,7 @@ class Topology:
     slots: int  # MPI slots per worker
     procs_per_pod: int  # torchrun processes per pod: whole GPUs per replica, else 1
     replicas: tuple[Replica, ...]
+    strategy: str | None = None  # TensorFlow's spec.distributedStrategy
 
     def of(self, role: str) -> list[Replica]:
         return [r for r in self.replicas if r.role == role]
@@ -113,8 +119,9 @@ def topology(job: str, namespace: str, spec: dict[str, Any], main_container: dic
             replicas.append(Replica(role, index, len(replicas), pod_name(job, role, index)))
     gpu = (spec.get("resources") or {}).get("gpu")
     per_pod = gpu if isinstance(gpu, int) and not isinstance(gpu, bool) and gpu > 0 else 1
+    strategy = spec.get("distributedStrategy")
     return Topology(job, namespace, framework, framework_port(framework, main_container), per_pod, per_pod,
-                    tuple(replicas))
+                    tuple(replicas), str(strategy) if isinstance(strategy, str) else None)
 
 
 def framework_port(framework: str, main_container: dict[str, Any]) -> int | None:
@@ -132,7 +139,7 @@ def framework_env(topo: Topology, replica: Replica) -> Env:
     if topo.framework == "pytorch":
         return _pytorch(topo, replica)
     if topo.framework == "tensorflow":
-        return [("TF_CONFIG", tf_config(topo, replica))]
+        return [] if topo.strategy == "mirrored" else [("TF_CONFIG", tf_config(topo, replica))]
     if topo.framework == "xgboost":
         return _xgboost(topo, replica)
     if topo.framework == "mpi":

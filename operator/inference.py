@@ -7,6 +7,9 @@
 3. Pre-flight (preflight.py) while nothing is materialized yet, or while the service stays refused: a denied
    service gets no children and the status says Failed with the condition Admitted=False/PolicyViolation, or
    Admitted=False/InvalidName for a name its children cannot take (as the TrainingJob pass says).
+   A spec the reconciler cannot serve (desired_inference.inference_problem: a runtime the catalog does not
+   have, a model URI it cannot fetch) is refused the same way, with that reason, whenever it is seen: children
+   already made keep serving what they served.
 4. Children (desired.desired_inference_children): delete what the spec no longer asks for (the canary once
    canaryTrafficPercent is 0, the HPA once `scaling` is gone), create what is missing, patch back what drifted on
    the owned fields. A spec change (new image, model, canary percentage) is drift too, so it rolls out through the
@@ -15,6 +18,10 @@
    TrainingJob's do: a 4xx in REFUSED (a ResourceQuota's 403 included) says Stalled/ChildRefused, a 409 from
    someone else's object Stalled/NameConflict, with a Warning Event, and the pass looks again with a backoff
    (5 s to 5 min) instead of raising or retrying every 30 s.
+   With a canary the pass asks discovery whether the API server serves HTTPRoute (a 404 there means the Gateway
+   API CRDs are not installed, as a PodGroup's 404 says a gang scheduler's are missing; a read, not a create
+   that would fail on every pass): served, the children include the route; not, they are the pod-ratio ones.
+   It is asked on every pass with a canary and no route, so installing the CRDs later switches the split.
 5. Status (`inference_status`, pure), written through the status subresource only when it differs (409: read
    again and recompute), with an Event for each phase change:
    - `readyReplicas` / `canaryReadyReplicas` from the Deployments' status;
@@ -24,6 +31,10 @@
      to serve traffic has at least one ready replica). A component the traffic split gives 0 replicas (the
      predictor at canaryTrafficPercent 100) serves nothing, so it is ready as it is (`NoTrafficShare`);
      `Stalled` True while a child could not be created (above), False (`Progressing`) once they all were;
+     with a canary `CanarySplitExact`: True/HTTPRoute when the route splits requests, else PodRatio, False
+     when the pod ratio differs from canaryTrafficPercent by more than SPLIT_TOLERANCE points;
+   - `canary` (with a canary only): `trafficPercent` realized (the route's weight, else the canary's share of
+     the ready pods, of the desired replicas while none is ready), `requestedPercent` and `split`;
    - `phase`: Failed (policy violation, or a Deployment reporting ReplicaFailure (e.g. `QuotaExceeded`) or
      ProgressDeadlineExceeded; it clears when the Deployment recovers), Ready, or Pending.
 """
@@ -49,7 +60,15 @@ from .children import (
     repair_drift,
 )
 from .client import ApiError, KubeClient
-from .desired_inference import COMPONENT_LABEL, ISVC_LABEL, canary_split, desired_inference_children, has_canary
+from .desired_inference import (
+    COMPONENT_LABEL,
+    HTTPROUTE_API,
+    ISVC_LABEL,
+    canary_split,
+    desired_inference_children,
+    has_canary,
+    inference_problem,
+)
 from .events import record_event
 from .preflight import invalid_name, namespace_facts, violation
 from .refusals import (
@@ -62,21 +81,26 @@ from .refusals import (
     stall_backoff,
     stall_event,
 )
+from .runtimes import Catalog, active_runtimes
 from .status import STALLED, now_rfc3339, set_condition
 
 __all__ = ["INFERENCE", "ISVC_API", "ISVC_KIND", "inference_status", "reconcile_inference_service"]
 
 ISVC_API, ISVC_KIND = "mlgate.dev/v1alpha1", "InferenceService"
-INFERENCE = OwnerKind(ISVC_API, ISVC_KIND, ISVC_LABEL, (  # deleted in this order: the HPA stops scaling first
-    ("autoscaling/v2", "HorizontalPodAutoscaler"), ("apps/v1", "Deployment"), ("v1", "Service")))
+INFERENCE = OwnerKind(ISVC_API, ISVC_KIND, ISVC_LABEL, (  # deleted in this order: the route, then the HPA
+    (HTTPROUTE_API, "HTTPRoute"), ("autoscaling/v2", "HorizontalPodAutoscaler"), ("apps/v1", "Deployment"),
+    ("v1", "Service")))
 STATUS_RETRIES = 5
+ROUTE_SPEC = ("parentRefs", "rules")  # what the reconciler keeps equal on its HTTPRoute
+SPLIT_TOLERANCE = 5  # percentage points the pod-ratio split may differ from the asked one before it is said
 FAILING_CONDITIONS = {"ReplicaFailure": "True", "Progressing": "False"}  # Deployment condition -> failing status
 
 
 def reconcile_inference_service(client: KubeClient, namespace: str, name: str, policies: PolicySet, *,
                                 facts: ClusterFacts | None = None,
-                                now: Callable[[], str] = now_rfc3339) -> Outcome:
+                                now: Callable[[], str] = now_rfc3339, runtimes: Catalog | None = None) -> Outcome:
     outcome = Outcome()
+    catalog = runtimes or active_runtimes()
     isvc = client.get(ISVC_API, ISVC_KIND, namespace, name)
     if isvc is None:
         return outcome
@@ -88,8 +112,8 @@ def reconcile_inference_service(client: KubeClient, namespace: str, name: str, p
         return outcome
     isvc = with_finalizer
     owned = owned_children(client, isvc, INFERENCE)
-    refused = _gate(client, isvc, owned, policies, facts)
-    desired = [] if refused else desired_inference_children(isvc)
+    refused = _gate(client, isvc, owned, policies, facts) or inference_problem(isvc, catalog)
+    desired = [] if refused else desired_inference_children(isvc, catalog, routed=_routed(client, isvc, owned))
     if not refused:
         delete_unwanted(client, desired, owned, outcome)
     refusals = create_children(client, desired, owned, outcome)
@@ -100,6 +124,14 @@ def reconcile_inference_service(client: KubeClient, namespace: str, name: str, p
     if wait is not None:  # replaces the conflict's 30 s: the wait grows while the service stays stalled
         outcome.requeue_after = wait
     return outcome
+
+
+def _routed(client: KubeClient, isvc: dict[str, Any], owned: dict[ChildKey, dict[str, Any]]) -> bool:
+    """A canary is split by an HTTPRoute when the API server serves the kind: a route we own says so without
+    asking; otherwise discovery is asked (a read, so a pass without the Gateway API writes nothing)."""
+    if not has_canary(isvc.get("spec") or {}):
+        return False
+    return _route(owned) is not None or client.serves(HTTPROUTE_API, "HTTPRoute")
 
 
 def _stalling(refusals: Refusals) -> Refusals:
@@ -125,11 +157,13 @@ def _gate(client: KubeClient, isvc: dict[str, Any], owned: dict[ChildKey, dict[s
 
 
 def _fields_for(desired: list[dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """owned_fields, minus the predictor's replicas when an HPA scales it."""
+    """owned_fields, plus an HTTPRoute's parents and rules, minus the predictor's replicas when an HPA scales it."""
     scaled = {c["spec"]["scaleTargetRef"]["name"] for c in desired if c["kind"] == "HorizontalPodAutoscaler"}
 
     def fields(child: dict[str, Any]) -> dict[str, Any]:
         out = owned_fields(child)
+        if child["kind"] == "HTTPRoute":  # the weights are the point of it
+            out["spec"] = {k: child["spec"][k] for k in ROUTE_SPEC}
         if child["kind"] == "Deployment" and child["metadata"]["name"] in scaled:
             out["spec"].pop("replicas", None)
         return out
@@ -150,7 +184,8 @@ def inference_status(old: dict[str, Any] | None, isvc: dict[str, Any], owned: di
                    for k, c in owned.items() if k[1] == "Deployment"}
     spec = isvc.get("spec") or {}
     canary = has_canary(spec)
-    conditions = [c for c in status.get("conditions") or [] if canary or c.get("type") != "CanaryReady"]
+    conditions = [c for c in status.get("conditions") or []
+                  if canary or c.get("type") not in ("CanaryReady", "CanarySplitExact")]
     if refused:
         conditions = set_condition(conditions, "Admitted", "False", *refused, now=now)
         conditions = set_condition(conditions, "Ready", "False", *refused, now=now)
@@ -172,8 +207,11 @@ def inference_status(old: dict[str, Any] | None, isvc: dict[str, Any], owned: di
         status["readyReplicas"] = _ready(deployments.get("predictor"))
         if canary:
             status["canaryReadyReplicas"] = _ready(deployments.get("canary"))
+            status["canary"], split = _canary_split(spec, deployments, _route(owned))
+            conditions = set_condition(conditions, "CanarySplitExact", *split, now=now)
         else:
             status.pop("canaryReadyReplicas", None)
+            status.pop("canary", None)
         if any(k[1] == "Service" for k in owned):
             status["url"] = f"http://{meta['name']}.{meta['namespace']}.svc.cluster.local"
     if stall is not None:
@@ -203,6 +241,34 @@ def _component(deployment: dict[str, Any] | None, component: str, wanted: dict[s
     if ready < 1:
         return "False", "NoReadyReplicas", f"the {component} Deployment has no ready replica yet"
     return "True", "ReplicasReady", f"{ready} {component} replica(s) ready"
+
+
+def _route(owned: dict[ChildKey, dict[str, Any]]) -> dict[str, Any] | None:
+    return next((c for k, c in owned.items() if k[:2] == (HTTPROUTE_API, "HTTPRoute")), None)
+
+
+def _canary_split(spec: dict[str, Any], deployments: dict[str, dict[str, Any]],
+                  route: dict[str, Any] | None) -> tuple[dict[str, Any], tuple[str, str, str]]:
+    """(status.canary, the CanarySplitExact condition's status, reason and message)."""
+    asked = int(spec["canaryTrafficPercent"])
+    if route is not None:
+        name = route["metadata"]["name"]
+        return ({"trafficPercent": asked, "requestedPercent": asked, "split": "HTTPRoute"},
+                ("True", "HTTPRoute", f"HTTPRoute {name!r} sends {asked}% of requests to the canary "
+                                      f"(backend weights {100 - asked}/{asked})"))
+    ready = {c: _ready(deployments.get(c)) for c in ("predictor", "canary")}
+    pods = ready if sum(ready.values()) else dict(zip(("predictor", "canary"), canary_split(spec), strict=True))
+    total = sum(pods.values())
+    realized = (100 * pods["canary"] + total // 2) // total if total else 0
+    counted = "ready pods" if sum(ready.values()) else "desired replicas"
+    share = (f"the pod ratio sends {realized}% of connections to the canary ({pods['canary']} of {total} "
+             f"{counted}); {asked}% was asked")
+    if abs(realized - asked) > SPLIT_TOLERANCE:
+        verdict = ("False", "PodRatio", f"{share}: install the Gateway API CRDs (HTTPRoute) for an exact split, "
+                                        "or raise scaling.minReplicas")
+    else:
+        verdict = ("True", "PodRatio", share)
+    return {"trafficPercent": realized, "requestedPercent": asked, "split": "PodRatio"}, verdict
 
 
 def _ready(deployment: dict[str, Any] | None) -> int:

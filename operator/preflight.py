@@ -17,6 +17,7 @@ Each pass's gate runs it before `violation()`, and before the namespace read the
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from mlgate.engine import PolicySet, evaluate
@@ -53,7 +54,8 @@ MAX_LABEL, MAX_SUBDOMAIN = 63, 253
 DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-CHILDREN = {"TrainingJob": desired_children, "InferenceService": desired_inference_children}
+CHILDREN: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
+    "TrainingJob": desired_children, "InferenceService": desired_inference_children}
 
 
 def invalid_name(owner: dict[str, Any]) -> str | None:

@@ -135,12 +135,18 @@ class Launcher(Strict):
     by: str = Field(min_length=1)  # named in messages, e.g. "Kubeflow training-operator"
     reservedEnv: list[str] = Field(default_factory=list)  # names the operator sets in every pod
     reservedPrefixes: list[str] = Field(default_factory=list)  # e.g. PET_ (torchrun's)
-    envFrom: str | None = None  # a field of name → value pairs the operator turns into env (hyperparameters)
+    # a field of name → value pairs the operator turns into env (hyperparameters), or a list of such fields
+    envFrom: str | list[str] | None = None
     envFromReserved: list[str] = Field(default_factory=list)  # names reserved in envFrom only (set by a mutation)
     procsPerNode: str | None = None  # a field giving processes per pod (Trainer v2 trainer.numProcPerNode)
     slotsPerWorker: str | None = None  # MPI: slots per worker pod
     workers: str | None = None  # MPI: the role whose pods are the workers
     launcher: str | None = None  # MPI: the role that runs mpirun
+
+    @property
+    def env_from(self) -> tuple[str, ...]:
+        """The fields `envFrom` names, one or many."""
+        return (self.envFrom,) if isinstance(self.envFrom, str) else tuple(self.envFrom or ())
 
 
 class KindSpec(Strict):
@@ -155,8 +161,19 @@ class KindSpec(Strict):
     runPolicy: RunPolicy | None = None
     gang: Gang = Field(default_factory=Gang)
     launch: Launcher | None = None
+    # fields holding a storage location the pods read or write (data, output): storage.checkpoint-uri checks a
+    # URI there as it checks a checkpoint's; an absolute path names a place in the pod's own volumes
+    storageUris: list[str] = Field(default_factory=list)
     renderAt: str = "/spec"  # where the renderer reads the kind's spec
     mutable: bool = True  # false: an operator builds the pods from fields mlgate does not write; mutations decline
+
+    @field_validator("storageUris")
+    @classmethod
+    def _uri_pointers(cls, value: list[str]) -> list[str]:
+        bad = [ptr for ptr in value if not ptr or not _POINTER.match(ptr)]
+        if bad:
+            raise ValueError(f"{', '.join(map(repr, bad))} is not a JSON pointer such as /spec/modelConfig/dataPath")
+        return value
 
     @model_validator(mode="after")
     def _has_pods(self) -> KindSpec:

@@ -1,10 +1,11 @@
 """Launchers: torchrun's process and node counts, the env an operator sets, MPI slots, required checkpoints.
 
 Fields: every init and regular container's `command`, `args` and `env`; the kind's `launch` description
-(kinds.yaml): the env its operator sets (`reservedEnv`, `reservedPrefixes`), a field of hyperparameters that
-become env (`envFrom`), Trainer v2's `trainer.numProcPerNode` (`procsPerNode`), MPI's `slotsPerWorker` and its
-worker and launcher roles; the run policy's `activeDeadlineSeconds`; the checkpoint (TrainingJob
-`spec.checkpoint`, or a read-write claim every pod mounts).
+(kinds.yaml): the env its operator sets (`reservedEnv`, `reservedPrefixes`), the fields of hyperparameters that
+become env (`envFrom`: TrainingJob `spec.hyperparameters` and `spec.modelConfig.hyperparameters`), Trainer v2's
+`trainer.numProcPerNode` (`procsPerNode`), MPI's `slotsPerWorker` and its worker and launcher roles; the run
+policy's `activeDeadlineSeconds`; the checkpoint (TrainingJob `spec.checkpoint`, or a read-write claim every pod
+mounts).
 Allowed values: torchrun (`torchrun`, `python -m torch.distributed.run|launch`) starts `--nproc-per-node`
 (`--nproc_per_node`, or `PET_NPROC_PER_NODE`) processes per pod: a number equal to the container's GPUs (MIG
 instances count one each), or `auto`/`gpu` (torch/distributed/run.py; torchrun's own default is 1, so a pod
@@ -24,8 +25,9 @@ from typing import Any
 from pydantic import Field
 
 from mlgate.model import pointer
-from mlgate.model.results import Finding, Skipped
+from mlgate.model.results import Finding, Skipped, Unchecked
 from mlgate.model.workload import PodTemplate, Workload, as_dict, as_list
+from mlgate.rules.claims import uncounted_claims
 from mlgate.rules.common import container_label, pod_gpu_count, template_gpus
 from mlgate.rules.registry import Context, NoParams, Params, check
 from mlgate.rules.storage import claim_uses
@@ -91,16 +93,16 @@ def _first(flags: dict[str, str], names: Sequence[str]) -> str | None:
 
 
 @check("launch.torchrun", "torchrun starts one process per GPU, on as many nodes as the job has pods", NoParams)
-def torchrun(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+def torchrun(workload: Workload, params: NoParams, context: Context) -> list[Finding | Unchecked] | Skipped:
     runs = [(t, key, index, c, flags) for t in workload.templates for key, index, c in t.regular_containers()
             if (flags := launcher_flags(tokens(c), ("torchrun", *_TORCH_MODULES))) is not None]
     procs = _procs_per_node(workload, context)
     if not runs and procs is None:
         return Skipped("no container runs torchrun")
-    findings = [f for run in runs for f in _nproc_findings(run, context)]
+    findings: list[Finding | Unchecked] = [f for run in runs for f in _nproc_findings(run, context)]
     if workload.pods_counted and runs:
         findings += _nnodes_findings(workload, runs)
-    return findings + (procs or [])
+    return findings + (procs or []) + list(uncounted_claims(workload, context.gpus))
 
 
 Run = tuple[PodTemplate, str, int, dict[str, Any], dict[str, str]]  # template, list key, index, container, flags
@@ -168,12 +170,12 @@ def reserved_env(workload: Workload, params: NoParams, context: Context) -> list
                     findings.append(Finding(template.path(key, index, "env", position, "name"), "env set by operator",
                                             f"{container_label(key, container)} sets {name}, which {launch.by} sets "
                                             f"in every {workload.kind} pod", f"remove {name}; {launch.by} sets it"))
-    if launch.envFrom:
-        drops = names | set(launch.envFromReserved)
-        for key in as_dict(workload.at(launch.envFrom)):
+    drops = names | set(launch.envFromReserved)
+    for field in launch.env_from:  # every field of hyperparameters (TrainingJob: top level and modelConfig)
+        for key in as_dict(workload.at(field)):
             if key in drops or str(key).startswith(prefixes):
-                findings.append(Finding(pointer.join(launch.envFrom, key), "env set by operator",
-                                        f"{launch.envFrom[1:].replace('/', '.')} names {key}, which {launch.by} sets "
+                findings.append(Finding(pointer.join(field, key), "env set by operator",
+                                        f"{field[1:].replace('/', '.')} names {key}, which {launch.by} sets "
                                         "itself, so this value would never reach the pods",
                                         f"rename the key; {launch.by} sets {key}"))
     return findings

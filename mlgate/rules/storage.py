@@ -2,7 +2,9 @@
 
 Fields: `volumes[*].persistentVolumeClaim.{claimName,readOnly}` and every container's
 `volumeMounts[*].{name,mountPath,readOnly}`; TrainingJob `spec.checkpoint.{claimName,mountPath,uri}`
-(the checkpoint claim counts as mounted read-write by every replica); InferenceService `spec.modelUri`;
+(the checkpoint claim counts as mounted read-write by every replica); InferenceService `spec.modelUri`; the
+fields a kind lists in `storageUris` (kinds.yaml; TrainingJob `spec.modelConfig.{dataPath,outputPath}`), where a
+value that is an absolute path names a place in the pod's own volumes and is not a URI to check;
 `nodeName` and the `kubernetes.io/hostname` nodeSelector (pods pinned to one node).
 Cluster facts: the claim's access modes (`status.accessModes` once bound, else `spec.accessModes`), its
 `volumeMode` and its driver, found as `storage_drivers.py` says (annotations, the bound PersistentVolume, the
@@ -272,6 +274,10 @@ def checkpoint_uri(workload: Workload, params: UriParams, context: Context) -> l
         uris.append((workload.checkpoint.pointer + "/uri", str(workload.checkpoint.uri)))
     if workload.model_uri:
         uris.append(workload.model_uri)
+    for ptr in workload.description.storageUris if workload.description is not None else ():
+        value = workload.at(ptr)
+        if isinstance(value, str) and value and not value.startswith("/"):
+            uris.append((ptr, value))
     if not uris:
         return Skipped("no checkpoint or model URI")
     return [f for ptr, uri in uris if (f := uri_finding(ptr, uri, params.allowed_schemes)) is not None]

@@ -7,6 +7,7 @@ main container that `image`, `command`, `args` and `resources` describe.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mlgate.model.workload import as_dict, as_list
@@ -37,12 +38,26 @@ def training_roles(spec: dict[str, Any]) -> list[tuple[str, int]]:
         roles = [("Master", 1), ("Worker", replicas - 1)]
     elif framework == "tensorflow":
         ps = _int(as_dict(spec.get("tensorflow")).get("parameterServers"), 0)
-        roles = [("Chief", 1), ("Worker", replicas - 1), ("PS", ps)]
+        roles = TF_STRATEGY_ROLES.get(str(spec.get("distributedStrategy")), _tf_chief_roles)(replicas, ps)
     elif framework == "mpi":
         roles = [("Launcher", 1), ("Worker", replicas)]
     else:
         roles = [("Worker", replicas)]
     return [(role, count) for role, count in roles if count > 0]
+
+
+def _tf_chief_roles(replicas: int, ps: int) -> list[tuple[str, int]]:
+    return [("Chief", 1), ("Worker", replicas - 1), ("PS", ps)]
+
+
+# spec.distributedStrategy -> TensorFlow roles (tf.distribute guide; Kubeflow TFJob examples). Unset: Chief +
+# Workers + PS as parameter_server. MirroredStrategy is one machine; MultiWorkerMirroredStrategy has only
+# workers (worker 0 acts as chief); ParameterServerStrategy's coordinator runs as the chief.
+TF_STRATEGY_ROLES: dict[str, Callable[[int, int], list[tuple[str, int]]]] = {
+    "mirrored": lambda replicas, ps: [("Worker", 1)],
+    "multi_worker_mirrored": lambda replicas, ps: [("Worker", replicas)],
+    "parameter_server": _tf_chief_roles,
+}
 
 
 def serving_replicas(spec: dict[str, Any]) -> int:

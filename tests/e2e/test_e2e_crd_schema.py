@@ -35,6 +35,8 @@ NOT_CHECKED = ("<nil>", "CELNotChecked")  # "some validation rules were not chec
 PLURALS = {"TrainingJob": "trainingjobs", "JobSet": "jobsets", "LeaderWorkerSet": "leaderworkersets"}
 
 TJ = trainingjob()
+TF_PS = change(change(change(change(TJ, "/spec/framework", "tensorflow"), "/spec/replicas", 3),
+                      "/spec/distributedStrategy", "parameter_server"), "/spec/tensorflow", {"parameterServers": 1})
 JOBSET = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
           "spec": {"replicatedJobs": [
               {"name": n, "template": {"spec": {"template": {"spec": {
@@ -69,6 +71,18 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("gpu-and-mig-and-zero-replicas", change(change(TJ, "/spec/resources/mig", "1g.10gb"), "/spec/replicas", 0)),
     ("tensorflow-on-default-framework", change(change(TJ, "/spec/framework", DELETE), "/spec/tensorflow",
                                                {"parameterServers": 1})),
+    ("valid-tensorflow-parameter-server", TF_PS),
+    ("valid-model-config", change(TJ, "/spec/modelConfig", {"hyperparameters": {"LR": "1"}, "dataPath": "s3://d/x",
+                                                            "outputPath": "/out"})),
+    ("strategy-on-pytorch", change(TJ, "/spec/distributedStrategy", "multi_worker_mirrored")),
+    ("mirrored-on-three-replicas", change(change(TF_PS, "/spec/distributedStrategy", "mirrored"), "/spec/tensorflow",
+                                          DELETE)),
+    ("multi-worker-mirrored-with-ps", change(TF_PS, "/spec/distributedStrategy", "multi_worker_mirrored")),
+    ("parameter-server-without-ps", change(TF_PS, "/spec/tensorflow", DELETE)),
+    ("parameter-server-without-worker", change(TF_PS, "/spec/replicas", 1)),
+    ("hyperparameters-in-both-places", change(change(TJ, "/spec/hyperparameters", {"A": "1"}),
+                                              "/spec/modelConfig/hyperparameters", {"B": "2"})),
+    ("relative-data-path", change(TJ, "/spec/modelConfig", {"dataPath": "data/train"})),
     ("checkpoint-claim-and-uri", change(TJ, "/spec/checkpoint", {"claimName": "c", "mountPath": "/c",
                                                                  "uri": "s3://b/c"})),
     ("min-member-without-gang", change(TJ, "/spec/scheduling", {"minMember": 2})),

@@ -327,9 +327,10 @@ def test_inference_service_gets_a_predictor_deployment_and_a_service_on_port_80(
     main = deployment["spec"]["template"]["spec"]["containers"][0]
     assert main["name"] == "predictor"
     assert {"name": "http", "containerPort": 8080, "protocol": "TCP"} in main["ports"]
-    assert main["image"] == "nvcr.io/nvidia/tritonserver:21.09-py3"
-    assert children["Service/sent"]["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": 8080,
-                                                          "protocol": "TCP"}]
+    assert main["image"] == "nvcr.io/nvidia/tritonserver:23.05-py3"  # KServe v0.20.0's pinned Triton
+    assert children["Service/sent"]["spec"]["ports"] == [
+        {"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"},
+        {"name": "grpc", "port": 9000, "targetPort": 9000, "protocol": "TCP", "appProtocol": "kubernetes.io/h2c"}]
     assert deployment["metadata"]["ownerReferences"][0]["uid"] == "u-2"
 
 
@@ -362,7 +363,10 @@ def test_canary_deployment_serves_the_canary_model_behind_the_same_service():
     primary, canary = children["Deployment/sent-predictor"], children["Deployment/sent-canary"]
     assert (primary["spec"]["replicas"], canary["spec"]["replicas"]) == (9, 1)
     canary_main = canary["spec"]["template"]["spec"]["containers"][0]
-    assert {"name": "MODEL_URI", "value": "s3://m/v4"} in canary_main["env"]
+    (init,) = canary["spec"]["template"]["spec"]["initContainers"]
+    assert init["args"] == ["s3://m/v4", "/mnt/models"]  # the storage initializer fetches the canary's model
+    assert {"name": "kserve-provision-location", "mountPath": "/mnt/models", "readOnly": True} in \
+        canary_main["volumeMounts"]
     selector = children["Service/sent"]["spec"]["selector"]
     for deployment in (primary, canary):
         labels = deployment["spec"]["template"]["metadata"]["labels"]

@@ -338,7 +338,7 @@ SCHEMA_REJECTS = [
     ("negative-parameter-servers", TJ, "/spec/tensorflow/parameterServers", -1,
      ("/spec/tensorflow/parameterServers", "minimum")),
     ("phase-done", TJ, "/status/phase", "Done", ("/status/phase", "enum")),
-    ("isvc-runtime-vllm", ISVC, "/spec/runtime", "vllm", ("/spec/runtime", "enum")),
+    ("isvc-runtime-not-a-name", ISVC, "/spec/runtime", "Triton Server", ("/spec/runtime", "pattern")),
     ("isvc-no-model", ISVC, "/spec/modelUri", DELETE, ("/spec", "required")),
     ("isvc-canary-101", ISVC, "/spec/canaryTrafficPercent", 101, ("/spec/canaryTrafficPercent", "maximum")),
     ("isvc-target-0", ISVC, "/spec/scaling/targetUtilization", 0, ("/spec/scaling/targetUtilization", "minimum")),

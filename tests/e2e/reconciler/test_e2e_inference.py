@@ -62,8 +62,8 @@ def test_a_canary_service_becomes_two_deployments_a_service_and_an_hpa_controlle
         ref, = cluster.get_object(kind, name, namespace)["metadata"]["ownerReferences"]
         assert (ref["kind"], ref["uid"], ref["controller"]) == ("InferenceService", uid, True)
     canary = cluster.get_object("deployment", "sentiment-canary", namespace)
-    env = canary["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert {"name": "MODEL_URI", "value": "s3://ml-models/sentiment/v4"} in env
+    (init,) = canary["spec"]["template"]["spec"]["initContainers"]  # the storage initializer fetches its model
+    assert init["args"] == ["s3://ml-models/sentiment/v4", "/mnt/models"]
     assert cluster.get_object("hpa", "sentiment", namespace)["spec"]["scaleTargetRef"]["name"] == "sentiment-predictor"
     status = isvc_status(cluster, namespace)
     assert (status["phase"], condition(status, "Ready")["reason"]) == ("Pending", "NoReadyReplicas")
@@ -103,7 +103,7 @@ def test_a_hand_edited_image_drifts_back_but_hpa_scaled_replicas_stay(
     outcome, _ = reconcile(transport, policies, namespace)
     assert outcome.repaired == ["Deployment/sentiment-predictor"]
     live = cluster.get_object("deployment", "sentiment-predictor", namespace)
-    assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "nvcr.io/nvidia/tritonserver:21.09-py3"
+    assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "nvcr.io/nvidia/tritonserver:23.05-py3"
     assert live["spec"]["replicas"] == 3  # the HPA's to decide
 
 
