@@ -91,7 +91,8 @@ class Audit:
 
     def start_watches(self) -> None:
         for kind, path in FACT_PATHS.items():
-            Reflector(kind, path, self.get, self._facts_replace, self._facts_event, self.stop).start()
+            Reflector(kind, path, self.get, self._facts_replace, self._facts_event, self.stop,
+                      on_unserved=self.facts.unserved).start()
         for kind, path in POLICIES.items():
             watch = Reflector(kind, path, self.get, self.cluster_policies.replace, self.cluster_policies.apply,
                               self.stop)
@@ -188,6 +189,8 @@ class Audit:
         if self.leading.is_set():
             self._tell(state)
         synced = len(state.synced) >= len(self.watched)
+        if synced and not state.dirty and not state.dirty_namespaces and self.leading.is_set():
+            self.metrics.last_sync.set(time.time())  # a failed write left its namespace dirty: no sync
         if synced and not state.dirty and not state.dirty_namespaces and self.leading.is_set() \
                 and self.full_pass_from is not None:
             self.metrics.full_pass_seconds.set(time.monotonic() - self.full_pass_from)

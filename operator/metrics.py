@@ -5,6 +5,7 @@
     mlgate_workqueue_depth                             keys ready or waiting for their time
     mlgate_api_writes_total{verb,kind}                 create, patch, status, delete sent to the API server
     mlgate_leader                                      1 while this process holds the Lease (or runs unelected)
+    process_*, python_info, python_gc_*                prometheus_client's standard collectors (no `_created` series)
 
 GET /metrics (Prometheus text), /healthz (the process serves), /readyz (every informer finished its first LIST;
 a follower is ready too, so a rolling update never waits on the leader).
@@ -16,18 +17,32 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 __all__ = ["ReconcilerMetrics", "serve_metrics"]
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
+disable_created_metrics()  # type: ignore[no-untyped-call]  # process-wide, before any metric exists
+
 
 class ReconcilerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         r = self.registry
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            r.register(collector)
         self.duration = Histogram("mlgate_reconcile_duration_seconds", "Duration of one reconcile pass.",
                                   ["kind"], buckets=BUCKETS, registry=r)
         self.errors = Counter("mlgate_reconcile_errors_total", "Reconcile passes that raised.", ["kind"], registry=r)

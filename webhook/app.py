@@ -3,7 +3,7 @@
     POST /validate, POST /mutate    AdmissionReview admission.k8s.io/v1 (endpoint.AdmissionEndpoint)
     GET  /healthz                   the process is alive
     GET  /readyz                    policies loaded and TLS ready; the JSON says what is missing
-    GET  /metrics                   Prometheus text format
+    GET  /metrics                   Prometheus text format (also served over plain HTTP on --metrics-port)
 """
 
 from __future__ import annotations

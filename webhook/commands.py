@@ -19,6 +19,9 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 in a Pod).")
 @click.option("--port", default=8443, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--metrics-port", default=0, show_default=True, type=click.IntRange(0, 65535),
+              help="Serve GET /metrics over plain HTTP on this port too, so Prometheus needs no TLS settings "
+                   "(0: none; the TLS port serves /metrics either way).")
 @click.option("--cert-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Serving certificate (PEM). Reloaded when it changes. Default: dev certificates in the state dir.")
 @click.option("--key-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -35,9 +38,9 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
 @click.option("--in-cluster", is_flag=True, help="Watch cluster facts and MLPolicy objects as the Pod's account.")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_STATE_DIR,
               show_default=True, help="Where dev certificates are kept ($MLGATE_STATE_DIR).")
-def serve(*, host: str, port: int, cert_file: Path | None, key_file: Path | None, policy_paths: tuple[str, ...],
-          allow_empty_policies: bool, log_level: str, kubeconfig: str | None, in_cluster: bool,
-          state_dir: Path) -> None:
+def serve(*, host: str, port: int, metrics_port: int, cert_file: Path | None, key_file: Path | None,
+          policy_paths: tuple[str, ...], allow_empty_policies: bool, log_level: str, kubeconfig: str | None,
+          in_cluster: bool, state_dir: Path) -> None:
     """Run the admission webhook: POST /validate and /mutate, GET /healthz, /readyz, /metrics."""
     if (cert_file is None) != (key_file is None):
         raise click.UsageError("give both --cert-file and --key-file, or neither for dev certificates")
@@ -50,7 +53,8 @@ def serve(*, host: str, port: int, cert_file: Path | None, key_file: Path | None
     jsonlog.configure(log_level)
     options = ServeOptions(host=host, port=port, cert_file=cert_file, key_file=key_file, policy_paths=policy_paths,
                           log_level=log_level, kubeconfig=kubeconfig, in_cluster=in_cluster, state_dir=state_dir,
-                          settings=Settings(allow_empty_policies=allow_empty_policies))
+                          settings=Settings(allow_empty_policies=allow_empty_policies),
+                          metrics_port=metrics_port or None)
     try:
         webhook = Webhook(options)
     except (OSError, ValueError) as exc:

@@ -66,6 +66,8 @@ class AdmissionEndpoint:
         self.service.metrics.observe(self.endpoint, admission.request.kind, admission.verdict, seconds,
                                      admission.results, kinds=policies.kinds if policies is not None else None)
         log_decision(admission, self.endpoint, seconds)
+        if self.service.events is not None and admission.verdict == "denied":
+            self.service.events.denied(admission)
 
     async def _admit(self, scope: Scope, receive: Receive, deadline: float) -> Admission:
         if scope.get("method") != "POST":

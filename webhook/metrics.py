@@ -3,10 +3,19 @@
     mlgate_admission_requests_total{endpoint,kind,result}
     mlgate_admission_request_duration_seconds{endpoint,kind,result}   (histogram)
     mlgate_rule_results_total{policy,rule,outcome}
-    mlgate_policy_generation, mlgate_policy_count, mlgate_policy_reload_errors_total
+    mlgate_policy_generation, mlgate_policies, mlgate_policy_reload_errors_total
     mlgate_policy_last_reload_ok                                       (1 or 0)
     mlgate_certificate_expiry_timestamp_seconds, mlgate_certificate_reload_errors_total
     mlgate_connections_open, mlgate_connections_refused_total
+    mlgate_ready                                                       (1 while /readyz says ready)
+    mlgate_denial_events_total{result}                                 recorded, skipped (deduplicated or over the
+                                                                       rate), error (webhook/events.py)
+    process_*, python_info, python_gc_*                                prometheus_client's standard collectors
+
+No `_created` series: in the text format Prometheus stores each as a series of its own, one more per counter and
+histogram child, for a value no alert or panel reads.
+`metrics_server` serves GET /metrics on a plain-HTTP port of its own (`mlgate serve --metrics-port`), as
+Kyverno does, so a Prometheus scrape needs no TLS settings; the TLS port answers /metrics too.
 
 `result` is the verdict (allowed, patched, denied, skipped, error) or the HTTP status of a
 request that got no verdict (400, 408, 413, 415, 503). `kind` is the request's kind when the
@@ -16,11 +25,23 @@ not, and `unknown` when the request had none or was not read: a client cannot ad
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterable, Iterator
+from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, MetricsHandler
 from prometheus_client.metrics_core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
@@ -36,6 +57,9 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 OWN_KINDS = frozenset((*POLICY_KINDS, *WORKLOAD_KIND_KINDS))  # MLPolicy, ClusterMLPolicy, (Cluster)WorkloadKind
 OTHER_KIND = "other"  # a kind the policy set in force does not know
 NO_KIND = "unknown"  # no kind: the request had none, or was refused before it was read
+STANDARD_COLLECTORS = (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR)  # process_*, python_info, python_gc_*
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # process-wide, before any metric exists
 
 
 class KindLabels:
@@ -87,6 +111,8 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         r = self.registry
+        for collector in STANDARD_COLLECTORS:  # the default registry's own, shared: they read the process
+            r.register(collector)
         labels = ["endpoint", "kind", "result"]
         self.requests = Counter("mlgate_admission_requests", "Admission requests answered", labels, registry=r)
         self.duration = Histogram("mlgate_admission_request_duration_seconds", "Time to answer an admission request",
@@ -95,7 +121,8 @@ class Metrics:
         r.register(self.rule_results)
         self.policy_generation = Gauge("mlgate_policy_generation", "Generation of the policy set in force",
                                        registry=r)
-        self.policy_count = Gauge("mlgate_policy_count", "Policies in the set in force", registry=r)
+        # not mlgate_policy_count: `_count` is the suffix of a histogram's or summary's count series
+        self.policy_count = Gauge("mlgate_policies", "Policies in the set in force", registry=r)
         self.policy_reload_errors = Counter("mlgate_policy_reload_errors",
                                             "Policy sets rejected; the last good set stayed in force", registry=r)
         self.policy_last_reload_ok = Gauge("mlgate_policy_last_reload_ok",
@@ -111,6 +138,10 @@ class Metrics:
         self.connections_refused = Counter("mlgate_connections_refused",
                                            "Connections closed at accept because the connection limit was reached",
                                            registry=r)
+        self.ready = Gauge("mlgate_ready", "1 while this replica is ready to serve (as /readyz), else 0",
+                           registry=r)
+        self.denial_events = Counter("mlgate_denial_events", "Warning Events on denials sent by controllers",
+                                     ["result"], registry=r)
         self.kind_labels = KindLabels()
 
     def observe(self, endpoint: str, kind: str, result: str, seconds: float,
@@ -132,3 +163,23 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+def metrics_server(metrics: Metrics, host: str, port: int) -> ThreadingHTTPServer:
+    """prometheus_client's own /metrics handler on a plain-HTTP server, bound (an OSError if the port is taken) but
+    not serving yet: run its `serve_forever` on a thread, and `shutdown()` it. Port 0 picks a free port
+    (`server.server_port`)."""
+
+    class Handler(MetricsHandler.factory(metrics.registry)):  # type: ignore[misc]
+        def log_message(self, format: str, *args: object) -> None:
+            pass  # a scrape every 30 s from each Prometheus would drown the decision log
+
+    return (_Server6 if ":" in host else _Server)((host, port), Handler)

@@ -85,6 +85,7 @@ class AdmissionRequest:
     dry_run: bool = False
     sub_resource: str = ""
     group: str = ""
+    user: str = ""  # userInfo.username: who sent the request (webhook/events.py)
 
 
 @dataclass
@@ -182,6 +183,7 @@ def _request(request: dict[str, Any]) -> AdmissionRequest:
         name=_text(request.get("name")), obj=obj if isinstance(obj, dict) else None,
         old_obj=old_obj if isinstance(old_obj, dict) else None, dry_run=bool(dry_run),
         sub_resource=_text(request.get("subResource")), group=group,
+        user=_text(user_info.get("username")) if isinstance(user_info := request.get("userInfo"), dict) else "",
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from mlgate_certs.bundle import ensure_dev_certs  # type: ignore[import-not-foun
 from .app import create_app
 from .exception_store import ClusterExceptionSource, ExceptionStore
 from .facts_cache import WatchedFacts
-from .metrics import Metrics
+from .metrics import Metrics, metrics_server
 from .policy_status import PolicyStatusWriter
 from .policy_store import ClusterPolicySource, DirectorySource, PolicySource, PolicyStore
 from .protocol import protocol_with_timeout, tls_event_loop
@@ -76,6 +77,7 @@ class ServeOptions:
     in_cluster: bool = False
     state_dir: Path = Path(".state")
     settings: Settings = field(default_factory=Settings)
+    metrics_port: int | None = None  # plain-HTTP /metrics on this port (0: any free one); None: none
 
     @property
     def cluster(self) -> bool:
@@ -112,6 +114,13 @@ class Webhook:
                                    options.settings.handshake_timeout, connections.__len__, self.metrics)
         self.tls.listener.gate = self.gate
         self.metrics.connections_open.set_function(self.gate.count)
+        self.metrics.ready.set_function(lambda: float(self.service.readiness()[0]))
+        port = options.metrics_port  # bound now, so that a taken port fails `mlgate serve` at start
+        try:
+            self.metrics_server = None if port is None else metrics_server(self.metrics, options.host, port)
+        except OSError as exc:
+            raise OSError(f"--metrics-port {port}: {exc.strerror}") from None
+        self._metrics_thread: threading.Thread | None = None
         interval = options.settings.poll_interval
         self._pollers = [Poller("policies", self.store.refresh, interval),
                          Poller("certificate", self.tls.check, interval)]
@@ -131,7 +140,14 @@ class Webhook:
 
     def _start_background(self) -> None:
         if self.watched_facts is not None:
+            from .events import DenialEvents, event_poster
             from .kube import start_watches, status_patcher  # the Kubernetes client only when it is needed
+
+            if self.service.events is None:
+                self.service.events = DenialEvents(event_poster(kubeconfig=self.options.kubeconfig,
+                                                                in_cluster=self.options.in_cluster),
+                                                   self.metrics, socket.gethostname())
+                self.service.events.start()
 
             self._watch_stop = start_watches(self.watched_facts, self.cluster_policies,
                                              kubeconfig=self.options.kubeconfig, in_cluster=self.options.in_cluster,
@@ -148,12 +164,22 @@ class Webhook:
                                   Poller("exception status", status.sync, interval)]
         for poller in self._pollers:
             poller.start()
+        if self.metrics_server is not None and self._metrics_thread is None:
+            self._metrics_thread = threading.Thread(target=self.metrics_server.serve_forever, name="mlgate-metrics",
+                                                    daemon=True)
+            self._metrics_thread.start()
 
     def _stop_background(self) -> None:
         for poller in self._pollers:
             poller.stop()
         if self._watch_stop is not None:
             self._watch_stop.set()
+        if self.service.events is not None:
+            self.service.events.stop()
+        if self.metrics_server is not None and self._metrics_thread is not None:
+            self.metrics_server.shutdown()  # waits for serve_forever to return
+            self.metrics_server.server_close()
+            self._metrics_thread = None
 
     def run(self) -> None:
         """Serve until SIGINT/SIGTERM."""
@@ -191,3 +217,10 @@ class Webhook:
     @property
     def url(self) -> str:
         return f"https://{self.options.host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        """The plain-HTTP metrics endpoint, while it serves."""
+        if self.metrics_server is None or self._metrics_thread is None:
+            return None
+        return f"http://{self.options.host}:{self.metrics_server.server_port}/metrics"

@@ -9,6 +9,7 @@ from typing import Any
 
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 
+from .events import DenialEvents
 from .exception_store import ExceptionStore
 from .metrics import Metrics
 from .policy_store import PolicyStore
@@ -38,6 +39,7 @@ class Service:
     tls: CertReloader | None = None
     settings: Settings = field(default_factory=Settings)
     exceptions: ExceptionStore | None = None  # MLPolicyExceptions watched in the cluster
+    events: DenialEvents | None = None  # Warning Events on denials no one else reports (in a cluster)
 
     @cached_property
     def large_reviews(self) -> asyncio.Semaphore:

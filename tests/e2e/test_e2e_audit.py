@@ -134,7 +134,9 @@ def test_an_unchanged_object_costs_no_report_write_and_a_changed_one_at_most_one
     until_findings(cluster, namespace, "the greedy job failing", lambda f: "PyTorchJob/ddp" in f)
     eventually("the audit to settle", lambda: True if audit.metric("mlgate_audit_full_pass_seconds") > 0 else None,
                SETTLE)
+    synced = audit.metric("mlgate_audit_last_sync_timestamp_seconds")  # what the MlgateAuditStale alert reads
     resyncs_pass(audit, 1)
+    assert audit.metric("mlgate_audit_last_sync_timestamp_seconds") > synced  # every report up to date again
     before, stored = audit.writes(), report(cluster, namespace)
     resyncs_pass(audit, 2)
     assert audit.writes() == before  # resyncs judged everything again; nothing changed, nothing written

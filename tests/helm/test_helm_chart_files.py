@@ -1,5 +1,6 @@
 """The chart carries copies of what it cannot read from outside its directory (Helm loads only the chart):
-the CRDs, the shipped policies, the webhook registration and the RBAC. Each copy equals its source byte for byte;
+the CRDs, the shipped policies, the webhook registration, the RBAC and the monitoring objects. Each copy equals
+its source byte for byte;
 MLGATE_UPDATE_GOLDEN=1 rewrites the copies, and a copy whose source is gone is an error."""
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ COPIES: dict[Path, dict[str, Path]] = {
     CHART / "files": {"webhooks.yaml": MANIFESTS / "webhooks.yaml"},
     CHART / "files" / "rbac": {"webhook.yaml": MANIFESTS / "rbac.yaml",
                                "reconciler.yaml": MANIFESTS / "reconciler" / "rbac.yaml"},
+    CHART / "files" / "monitoring": {p.name: p for p in sorted((MANIFESTS / "monitoring").iterdir())
+                                     if p.name != "kustomization.yaml"},
 }
 
 

@@ -28,7 +28,7 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("a misspelt top-level key", {"reconcilers": {"enabled": False}}, "reconcilers"),
     ("a quantity that is no quantity", {"reconciler": {"resources": {"limits": {"memory": "lots"}}}},
      "/reconciler/resources/limits/memory"),
-    ("metrics objects this version does not render", {"metrics": {"serviceMonitor": {"enabled": True}}},
+    ("a monitoring switch that is no boolean", {"metrics": {"serviceMonitor": {"enabled": "yes"}}},
      "/metrics/serviceMonitor/enabled"),
 ]
 

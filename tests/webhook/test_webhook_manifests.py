@@ -91,7 +91,7 @@ def test_the_ml_kinds_are_matched():
     assert {("mlgate.dev", "mlpolicies"), ("mlgate.dev", "clustermlpolicies")} <= matched  # refused if broken
 
 
-def test_rbac_only_reads_what_the_caches_watch_and_writes_policy_status():
+def test_rbac_only_reads_what_the_caches_watch_writes_policy_status_and_creates_events():
     (role,) = [d for d in documents("rbac.yaml")
                if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "mlgate-webhook"]
     granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
@@ -106,7 +106,8 @@ def test_rbac_only_reads_what_the_caches_watch_and_writes_policy_status():
     assert ("trainer.kubeflow.org", "clustertrainingruntimes") in wanted and ("", "nodes") in wanted
     status_writes = {(g, r + "/status", "patch")
                      for g, r in map(group_and_resource, (*POLICIES.values(), *EXCEPTIONS.values()))}
-    assert granted == {(g, r, v) for g, r in wanted for v in ("get", "list", "watch")} | status_writes
+    events = {("events.k8s.io", "events", "create")}  # mlgate_webhook.events: denials a controller received
+    assert granted == {(g, r, v) for g, r in wanted for v in ("get", "list", "watch")} | status_writes | events
 
 
 def test_the_deployment_is_locked_down_and_probed():
