@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mlgate.kube.facts import KINDS, trim  # one trimming for the webhook, `mlgate facts dump` and the audit
-from mlgate.model.facts import RUNTIME_KINDS, StaticFacts, runtime_key
+from mlgate.model.facts import LOOKUP_KINDS, RUNTIME_KINDS, StaticFacts, lookup_key, runtime_key
 
 NAMESPACED_LISTS = {"ResourceQuota": "quotas", "LimitRange": "limits"}  # kind -> StaticFacts field, by namespace
 
@@ -27,6 +27,7 @@ class WatchedFacts:
         self._facts = StaticFacts()
         self._nodes: dict[str, Mapping[str, Any]] = {}
         self._synced: set[str] = set()
+        self._unserved: set[str] = set()  # kinds whose LIST the API server answered 404 (no Kueue, no DRA)
         self._lock = threading.Lock()
 
     @property
@@ -55,12 +56,20 @@ class WatchedFacts:
                 self._nodes = {}
             elif kind in RUNTIME_KINDS:
                 self._facts.runtimes = {k: v for k, v in self._facts.runtimes.items() if k[0] != kind}
+            elif kind in LOOKUP_KINDS:
+                self._facts.by_kind[kind] = {}
             else:
                 return
             for item in items:
                 self._put(kind, trim(kind, item))
             self._publish_nodes(kind)
             self._synced.add(kind)
+            self._unserved.discard(kind)
+
+    def unserved(self, kind: str) -> None:
+        """The API server does not serve `kind` (its LIST was a 404): rules are told so, not that none exist."""
+        with self._lock:
+            self._unserved.add(kind)
 
     def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
         """One watch event: ADDED, MODIFIED or DELETED (BOOKMARK and ERROR carry no object change)."""
@@ -94,6 +103,8 @@ class WatchedFacts:
             self._facts.priority_classes[name] = item
         elif kind in RUNTIME_KINDS:
             self._facts.runtimes[runtime_key(kind, meta)] = item
+        elif kind in LOOKUP_KINDS:  # the dict is replaced, never changed in place: readers may hold it
+            self._facts.by_kind[kind] = {**self._facts.by_kind.get(kind, {}), lookup_key(kind, meta): item}
         else:
             self._nodes[name] = item
 
@@ -116,6 +127,9 @@ class WatchedFacts:
             self._facts.priority_classes.pop(name, None)
         elif kind in RUNTIME_KINDS:
             self._facts.runtimes.pop(runtime_key(kind, meta), None)
+        elif kind in LOOKUP_KINDS:
+            key = lookup_key(kind, meta)
+            self._facts.by_kind[kind] = {k: v for k, v in self._facts.by_kind.get(kind, {}).items() if k != key}
         else:
             self._nodes.pop(name, None)
 
@@ -160,6 +174,14 @@ class WatchedFacts:
 
     def pod_group(self, namespace: str, name: str) -> Sequence[Mapping[str, Any]] | None:
         return None  # Pods are not watched: each one is judged as it comes, as one member of its group
+
+    def lookup(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        with self._lock:
+            return self._facts.lookup(kind, namespace, name)
+
+    def serves(self, kind: str) -> bool:
+        with self._lock:
+            return kind in self._synced and kind not in self._unserved
 
     def status(self) -> dict[str, Any]:
         return {"known": self.known, "synced": self.synced(), "nodes": len(self._facts.node_list),

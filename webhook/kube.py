@@ -36,7 +36,7 @@ def start_watches(
     get = api_get(kubeconfig, in_cluster)
     stop = threading.Event()
     for kind, path in FACTS.items():
-        Reflector(kind, path, get, facts.replace, facts.apply, stop).start()
+        Reflector(kind, path, get, facts.replace, facts.apply, stop, on_unserved=facts.unserved).start()
     if policies is not None:
         for kind, path in POLICIES.items():
             Reflector(kind, path, get, policies.replace, policies.apply, stop).start()

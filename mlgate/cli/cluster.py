@@ -33,7 +33,7 @@ from mlgate.kube.stored import (
 )
 from mlgate.kube.watch import ApiError, Get, api_client, api_get
 from mlgate.loading.documents import Document, dump_yaml
-from mlgate.model.facts import StaticFacts
+from mlgate.model.facts import LOOKUP_KINDS, StaticFacts
 from mlgate.model.kinds import KindSpec
 
 EXTRA = "cluster"
@@ -110,8 +110,11 @@ def cluster_policies(connection: Connection, policies: PolicySet, local: Sequenc
 
 
 def cluster_facts(connection: Connection) -> StaticFacts:
-    return StaticFacts.from_objects(_read(connection, "facts", lambda: list(read_facts(connection.get,
-                                                                                         connection.notes))))
+    unserved: set[str] = set()
+    facts = StaticFacts.from_objects(_read(connection, "facts", lambda: list(read_facts(connection.get,
+                                                                                          connection.notes, unserved))))
+    facts.served_groups |= {group for kind, (_, group) in LOOKUP_KINDS.items() if kind not in unserved}
+    return facts
 
 
 def served_kinds(connection: Connection, policies: PolicySet, kinds: Sequence[str]) -> list[Served]:

@@ -2,8 +2,9 @@
 
 One table for every transport: the webhook's watches (webhook/kube.py, webhook/facts_cache.py), `mlgate validate
 --cluster` and `mlgate facts dump` (mlgate/cli/cluster.py), and the audit. An object is trimmed to the fields rules
-read (labels; the few annotations named in `ANNOTATIONS`; PVC, quota, limit range and runtime specs; a PV's driver
-and modes; node spec, capacity and allocatable), so nothing else is held in memory or written to a dump: no
+read (labels; the few annotations named in `ANNOTATIONS`; PVC, quota, limit range, runtime, Kueue queue and DRA
+claim and class specs; a PV's driver and modes; node spec, capacity and allocatable), so nothing else is held in
+memory or written to a dump: no
 Secrets, no managedFields, no `kubectl.kubernetes.io/last-applied-configuration`, no node images or conditions.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from mlgate.kube.listing import list_items
 from mlgate.kube.watch import ApiError, Get
-from mlgate.model.facts import DEFAULT_CLASS_ANNOTATION, RUNTIME_KINDS
+from mlgate.model.facts import DEFAULT_CLASS_ANNOTATION, LOOKUP_KINDS, RUNTIME_KINDS
 from mlgate.rules.storage_drivers import DRIVERS, PROVISIONER_ANNOTATIONS
 
 __all__ = ["ANNOTATIONS", "FACT_PATHS", "KINDS", "read_facts", "trim"]
@@ -32,9 +33,16 @@ FACT_PATHS = {
     "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "TrainingRuntime": "/apis/trainer.kubeflow.org/v1alpha1/trainingruntimes",
     "ClusterTrainingRuntime": "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes",
+    # Kueue (v0.15 on serves v1beta2; v1beta1 is deprecated) and DRA (resource.k8s.io/v1, GA in Kubernetes 1.34):
+    # not served without them, which the rules are told (`ClusterFacts.serves`)
+    "LocalQueue": "/apis/kueue.x-k8s.io/v1beta2/localqueues",
+    "ClusterQueue": "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
+    "ResourceClaimTemplate": "/apis/resource.k8s.io/v1/resourceclaimtemplates",
+    "ResourceClaim": "/apis/resource.k8s.io/v1/resourceclaims",
+    "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
 }
 KINDS = tuple(FACT_PATHS)
-assert set(RUNTIME_KINDS) <= set(KINDS)
+assert set(RUNTIME_KINDS) <= set(KINDS) and set(LOOKUP_KINDS) <= set(KINDS)
 API_VERSIONS = {kind: path.removeprefix("/apis/").removeprefix("/api/").rsplit("/", 1)[0]
                 for kind, path in FACT_PATHS.items()}
 # The only annotations a rule reads from a fact: a claim's provisioner, the default StorageClass
@@ -52,6 +60,11 @@ _KEEP = {
     "Node": ("spec",),
     "TrainingRuntime": ("spec",),  # a TrainJob's pods are built from it
     "ClusterTrainingRuntime": ("spec",),
+    "LocalQueue": ("spec",),
+    "ClusterQueue": ("spec",),
+    "ResourceClaimTemplate": ("spec",),
+    "ResourceClaim": ("spec",),  # not its status: which devices it got is the scheduler's business
+    "DeviceClass": ("spec",),
 }
 _NODE_STATUS_KEEP = ("capacity", "allocatable")
 
@@ -83,9 +96,10 @@ def _pv_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def read_facts(get: Get, notes: list[str] | None = None) -> Iterator[dict[str, Any]]:
+def read_facts(get: Get, notes: list[str] | None = None, unserved: set[str] | None = None) -> Iterator[dict[str, Any]]:
     """Every fact object of the cluster, trimmed, kind by kind, page by page. A kind the API server does not serve
-    (Trainer runtimes without Kubeflow Trainer) has none, said in `notes`; any other refusal raises ApiError."""
+    (Trainer runtimes without Kubeflow Trainer) has none, said in `notes` and added to `unserved`; any other
+    refusal raises ApiError."""
     for kind, path in FACT_PATHS.items():
         try:
             for item in list_items(get, path):
@@ -95,3 +109,5 @@ def read_facts(get: Get, notes: list[str] | None = None) -> Iterator[dict[str, A
                 raise
             if notes is not None:
                 notes.append(f"{kind} ({API_VERSIONS[kind]}) is not served: none in the facts")
+            if unserved is not None:
+                unserved.add(kind)

@@ -66,6 +66,7 @@ class Reflector:
     stop: threading.Event
     selector: str = ""  # a label selector, e.g. "mlgate.dev/job-name"
     transform: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+    on_unserved: Callable[[str], None] | None = None  # told when the kind is not served (its LIST was a 404)
     synced: threading.Event = field(default_factory=threading.Event)  # set after the first complete LIST
 
     def start(self) -> threading.Thread:
@@ -88,6 +89,8 @@ class Reflector:
                     # Not served (e.g. no Volcano CRDs): nothing of it exists, so the consumer is in sync
                     # with an empty list; keep looking in case the CRD is installed later.
                     self.on_replace(self.kind, [])
+                    if self.on_unserved is not None:
+                        self.on_unserved(self.kind)
                     self.synced.set()
                 failures = self._back_off(exc, failures)
             except Exception as exc:

@@ -60,6 +60,12 @@ class WithPodGroups:
     def pod_group(self, namespace: str, name: str) -> Sequence[Mapping[str, Any]] | None:
         return self.groups.get((namespace, name)) or self.facts.pod_group(namespace, name)
 
+    def lookup(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.facts.lookup(kind, namespace, name)
+
+    def serves(self, kind: str) -> bool:
+        return self.facts.serves(kind)
+
 
 def with_pod_groups(facts: ClusterFacts, paths: Iterable[str], namespace: str) -> ClusterFacts:
     """`facts` and the Kueue pod groups of the Pods in `paths` (a Pod without a namespace is in `namespace`)."""

@@ -52,8 +52,32 @@ class ClusterFacts(Protocol):
         members are not known (a webhook judges one Pod as it comes)."""
         ...
 
+    def lookup(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """One object of a `LOOKUP_KINDS` kind by name (namespace "" for a cluster-scoped kind)."""
+        ...
+
+    def serves(self, kind: str) -> bool:
+        """Whether the facts can say an object of this `LOOKUP_KINDS` kind does not exist: the API server
+        serves the kind (Kueue or DRA installed), or a facts file lists objects of its group."""
+        ...
+
 
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
+# Kinds looked up by name, each with whether it is namespaced and the kinds a facts file shows together (a
+# file with a ClusterQueue but no LocalQueue of a namespace says that namespace has none)
+LOOKUP_KINDS: dict[str, tuple[bool, str]] = {
+    "LocalQueue": (True, "kueue"),  # kueue.x-k8s.io/v1beta2
+    "ClusterQueue": (False, "kueue"),
+    "ResourceClaimTemplate": (True, "dra"),  # resource.k8s.io/v1
+    "ResourceClaim": (True, "dra"),
+    "DeviceClass": (False, "dra"),
+}
+
+
+def lookup_key(kind: str, meta: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of a `LOOKUP_KINDS` object; a cluster-scoped one has namespace ""."""
+    namespaced = LOOKUP_KINDS[kind][0]
+    return (str(meta.get("namespace") or "default") if namespaced else "", str(meta.get("name") or ""))
 
 
 def runtime_key(kind: str, meta: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -65,8 +89,8 @@ def runtime_key(kind: str, meta: Mapping[str, Any]) -> tuple[str, str, str]:
 @dataclass
 class StaticFacts:
     """Facts from a fixed list of objects (Namespace, PersistentVolumeClaim, PersistentVolume, StorageClass, Node,
-    ResourceQuota, LimitRange, PriorityClass, Trainer v2 TrainingRuntime and ClusterTrainingRuntime, and Pods of Kueue
-    plain-pod groups)."""
+    ResourceQuota, LimitRange, PriorityClass, Trainer v2 TrainingRuntime and ClusterTrainingRuntime, Pods of Kueue
+    plain-pod groups, and the `LOOKUP_KINDS`: Kueue queues, DRA claims, claim templates and device classes)."""
 
     namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
     pvcs: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
@@ -78,6 +102,8 @@ class StaticFacts:
     quotas: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # namespace -> ResourceQuotas
     priority_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     limits: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # namespace -> LimitRanges
+    by_kind: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = field(default_factory=dict)  # LOOKUP_KINDS
+    served_groups: set[str] = field(default_factory=set)  # LOOKUP_KINDS groups the facts cover
     known: bool = True
 
     @classmethod
@@ -112,6 +138,9 @@ class StaticFacts:
                 facts.runtimes[runtime_key(str(kind), meta)] = obj
             elif kind == "Pod" and (group := pod_group_of(meta)) is not None:
                 facts.pod_groups.setdefault(group, []).append(obj)
+            elif isinstance(kind, str) and kind in LOOKUP_KINDS:
+                facts.by_kind.setdefault(kind, {})[lookup_key(kind, meta)] = obj
+                facts.served_groups.add(LOOKUP_KINDS[kind][1])
             elif kind == "List":
                 items = obj.get("items")
                 nested = cls.from_objects(items if isinstance(items, list) else [])
@@ -128,6 +157,9 @@ class StaticFacts:
                 facts.runtimes.update(nested.runtimes)
                 for group, members in nested.pod_groups.items():
                     facts.pod_groups.setdefault(group, []).extend(members)
+                for looked_up, keyed in nested.by_kind.items():
+                    facts.by_kind.setdefault(looked_up, {}).update(keyed)
+                facts.served_groups |= nested.served_groups
         return facts
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
@@ -165,6 +197,12 @@ class StaticFacts:
 
     def limit_ranges(self, namespace: str) -> Sequence[Mapping[str, Any]]:
         return self.limits.get(namespace, [])
+
+    def lookup(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.by_kind.get(kind, {}).get((namespace if LOOKUP_KINDS[kind][0] else "", name))
+
+    def serves(self, kind: str) -> bool:
+        return LOOKUP_KINDS[kind][1] in self.served_groups
 
 
 def pod_group_of(meta: Mapping[str, Any], namespace: str = "default") -> tuple[str, str] | None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mlgate.model import pointer
+from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate.model.kinds import Gang, KindSpec, Launcher, RunPolicy
 
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
@@ -40,6 +41,9 @@ class PodTemplate:
     meta_pointer: str
     restart_policy_pointer: str | None = None
     main_container: str | None = None
+    # where the pod's DRA claims are looked up (rules/claims.py): its namespace and the cluster facts
+    namespace: str = "default"
+    facts: ClusterFacts = field(default_factory=lambda: NO_FACTS, compare=False, repr=False)
     # Views that are not the user's own dicts (rendered, or missing until a write creates them)
     # are rebuilt after a target was handed out, so a rule sees its own writes when it reads on.
     rerender: Callable[[], tuple[dict[str, Any], dict[str, Any]]] | None = None

@@ -7,7 +7,8 @@ ResourceQuotas (`spec.hard`, `spec.scopes`, `spec.scopeSelector`, `status.used`)
 of type Container and Pod: `max`, `min`, `default`, `defaultRequest`, `maxLimitRequestRatio`), Nodes
 (`status.allocatable`, labels, `spec.unschedulable`) and PriorityClasses.
 Allowed values: what a whole job asks for at once (every template's pods, each holding what `pod_effective` says)
-within each quota's `hard` (`pods`/`count/pods`, `requests.*`, `limits.*`, and bare `cpu`/`memory` as requests),
+within each quota's `hard` (`pods`/`count/pods`, `requests.*`, `limits.*`, bare `cpu`/`memory` as requests, and
+`<class>.deviceclass.resource.k8s.io/devices` for the claims a pod's ResourceClaimTemplates make: rules/claims.py),
 counting a pod only against the quotas whose scopes match it (core/v1 ResourceQuotaScope: Terminating,
 NotTerminating, BestEffort, NotBestEffort, and PriorityClass through `scopeSelector`; Kubernetes docs "Resource
 Quotas"); a pod's GPUs within some node it may run on, and the job's within all of them; a PriorityClass that
@@ -21,31 +22,46 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from mlgate.model.results import Finding, Skipped
+from mlgate.model.results import Finding, Skipped, Unchecked
 from mlgate.model.workload import PodTemplate, Workload, as_dict, as_list
+from mlgate.rules.claims import QUOTA_SUFFIX, pod_gpus, quota_devices, uncounted_claims
 from mlgate.rules.common import container_label, pod_effective, quantity
 from mlgate.rules.devices import is_mig
-from mlgate.rules.mig import allocatable, selects
+from mlgate.rules.mig import required_terms, selects
+from mlgate.rules.node_index import node_index
 from mlgate.rules.registry import Context, NoParams, check
 
 BUILT_IN_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 PODS = "pods"
 
 
-def pod_amounts(template: PodTemplate, section: str) -> dict[str, Decimal]:
-    """What one pod of `template` holds of each resource in `section` (requests default to limits)."""
-    def amounts(container: dict[str, Any]) -> dict[str, Decimal]:
-        resources = as_dict(container.get("resources"))
-        entries = {**as_dict(resources.get("limits")), **as_dict(resources.get("requests"))} \
-            if section == "requests" else as_dict(resources.get("limits"))
-        return {str(r): a for r, v in entries.items() if (a := quantity(v)) is not None}
-    return pod_effective((key, c, amounts(c)) for key, _, c in template.regular_containers())
+def pod_amounts(template: PodTemplate, section: str) -> Mapping[str, Decimal]:
+    """What one pod of `template` holds of each resource in `section` (requests default to limits); worked out
+    once per template (until its next write) for the quota, node, queue and limit range rules. Never edit it."""
+    return template.derived(_requested if section == "requests" else _limited)
+
+
+def _requested(template: PodTemplate) -> dict[str, Decimal]:
+    return pod_effective((key, c, _container_amounts_in(c, "requests")) for key, _, c in template.regular_containers())
+
+
+def _limited(template: PodTemplate) -> dict[str, Decimal]:
+    return pod_effective((key, c, _container_amounts_in(c, "limits")) for key, _, c in template.regular_containers())
+
+
+def _container_amounts_in(container: dict[str, Any], section: str) -> dict[str, Decimal]:
+    resources = as_dict(container.get("resources"))
+    entries = {**as_dict(resources.get("limits")), **as_dict(resources.get("requests"))} \
+        if section == "requests" else as_dict(resources.get("limits"))
+    return {str(r): a for r, v in entries.items() if (a := quantity(v)) is not None}
 
 
 def quota_demand(key: str, template: PodTemplate) -> Decimal | None:
     """One pod's charge against quota key `key`, or None for a key this rule does not count."""
     if key in (PODS, "count/pods"):
         return Decimal(1)
+    if key.endswith(QUOTA_SUFFIX):  # DRA devices, charged per claim the pod's templates make
+        return Decimal(quota_devices(template).get(key.removesuffix(QUOTA_SUFFIX), 0))
     section, _, resource = key.partition(".")
     if section not in ("requests", "limits") or not resource:
         section, resource = "requests", key  # bare cpu/memory are requests (core/v1 ResourceCPU in a quota)
@@ -104,7 +120,7 @@ def _who(template: PodTemplate) -> str:
     return "the pod" if template.role == "pod" else f"a {template.role} pod"
 
 
-def _show(amount: Decimal) -> str:
+def show(amount: Decimal) -> str:
     return str(int(amount)) if amount == amount.to_integral_value() else f"{amount.normalize():f}"
 
 
@@ -118,14 +134,19 @@ def _job_charges(workload: Workload, context: Context) -> list[Charge] | Skipped
 
 
 @check("capacity.quota", "the whole job fits within its namespace's ResourceQuotas", NoParams)
-def quota(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+def quota(workload: Workload, params: NoParams, context: Context) -> list[Finding | Unchecked] | Skipped:
     charged = _job_charges(workload, context)
     if isinstance(charged, Skipped):
         return charged
-    return [Finding("/spec", "quota exceeded", f"{workload.kind} {workload.name!r} asks for {_show(asked)} {key} in "
-                    f"all, but ResourceQuota {name!r} in namespace {workload.namespace or 'default'} allows "
-                    f"{_show(hard)}", "ask for less per pod or fewer replicas, or have the quota raised")
-            for name, key, asked, hard, _ in charged if asked > hard]
+    return [*_over_quota(workload, charged), *uncounted_claims(workload, context.gpus)]
+
+
+def _over_quota(workload: Workload, charged: list[Charge]) -> Iterator[Finding]:
+    for name, key, asked, hard, _ in charged:
+        if asked > hard:
+            yield Finding("/spec", "quota exceeded", f"{workload.kind} {workload.name!r} asks for {show(asked)} {key} "
+                          f"in all, but ResourceQuota {name!r} in namespace {workload.namespace or 'default'} allows "
+                          f"{show(hard)}", "ask for less per pod or fewer replicas, or have the quota raised")
 
 
 @check("capacity.quota-available", "the whole job fits in what its namespace's quotas have left", NoParams)
@@ -135,49 +156,60 @@ def quota_available(workload: Workload, params: NoParams, context: Context) -> l
     charged = _job_charges(workload, context)
     if isinstance(charged, Skipped):
         return charged
-    return [Finding("/spec", "quota used up", f"{workload.kind} {workload.name!r} asks for {_show(asked)} {key}, but "
-                    f"ResourceQuota {name!r} has {_show(max(hard - used, Decimal(0)))} of {_show(hard)} left "
-                    f"({_show(used)} used): its pods wait until {_show(asked - (hard - used))} more are free",
+    return [Finding("/spec", "quota used up", f"{workload.kind} {workload.name!r} asks for {show(asked)} {key}, but "
+                    f"ResourceQuota {name!r} has {show(max(hard - used, Decimal(0)))} of {show(hard)} left "
+                    f"({show(used)} used): its pods wait until {show(asked - (hard - used))} more are free",
                     "wait, or free what other jobs in the namespace hold")
             for name, key, asked, hard, used in charged if used is not None and hard - used < asked <= hard]
 
 
 @check("capacity.nodes", "each pod fits on a node it may run on, and the whole job on all of them", NoParams)
-def nodes(workload: Workload, params: NoParams, context: Context) -> list[Finding] | Skipped:
+def nodes(workload: Workload, params: NoParams, context: Context) -> list[Finding | Unchecked] | Skipped:
     if not context.facts.known:
         return Skipped("no cluster facts to find nodes in", looked=False)
-    cluster = [n for n in context.facts.nodes() if not as_dict(n.get("spec")).get("unschedulable")]
+    index = node_index(context.facts.nodes())
     asks = [(t, {r: a for r, a in pod_amounts(t, "limits").items() if r in context.gpus and not is_mig(r) and a > 0})
             for t in workload.templates]
     asks = [(t, a) for t, a in asks if a]
+    # a node's DRA devices are in its ResourceSlices, not its allocatable, and the facts do not hold slices
+    claimed: list[Finding | Unchecked] = [
+        Unchecked(f"the GPUs {_who(t)} claims through DRA are not compared with nodes (ResourceSlices are not in "
+                  "the facts)") for t in workload.templates
+        if t.spec.get("resourceClaims") and pod_gpus(t, context.gpus).gpus]
     if not asks:
-        return Skipped("no pod asks for whole GPUs")
-    if not cluster:
+        return claimed or Skipped("no pod asks for whole GPUs")
+    if not index.nodes:
         return Skipped("the cluster facts list no schedulable nodes", looked=False)
-    findings: list[Finding] = []
-    totals: dict[str, tuple[Decimal, set[str]]] = {}
+    findings: list[Finding | Unchecked] = []
+    totals: dict[str, Decimal] = {}
+    chosen: set[str] = set()  # the nodes some pod may run on, unless one may run on any (`anywhere`)
+    anywhere = False
     for template, wanted in asks:
-        candidates = [n for n in cluster if selects(template.spec, as_dict(as_dict(n.get("metadata")).get("labels")))]
+        selective = bool(template.spec.get("nodeSelector") or required_terms(template.spec))
+        candidates = [n for n in index.nodes if selects(template.spec, n.labels)] if selective else index.nodes
+        if selective:
+            chosen |= {n.name for n in candidates}
+        else:
+            anywhere = True
         for resource, amount in sorted(wanted.items()):
-            largest = max((allocatable(n, resource) for n in candidates), default=0)
+            largest = max((n.allocatable.get(resource, 0) for n in candidates), default=0) if selective \
+                else index.largest.get(resource, 0)
             if amount > largest:
                 findings.append(Finding(template.path("containers"), "no node large enough",
-                                        f"{_who(template)} asks for {_show(amount)} {resource}, but the largest "
-                                        f"node it may run on has {largest} ({len(candidates)} of {len(cluster)} "
-                                        "nodes match its node selection)",
+                                        f"{_who(template)} asks for {show(amount)} {resource}, but the largest "
+                                        f"node it may run on has {largest} ({len(candidates)} of "
+                                        f"{len(index.nodes)} nodes match its node selection)",
                                         "ask for fewer per pod and run more replicas"))
-            asked, names = totals.get(resource, (Decimal(0), set()))
-            totals[resource] = (asked + amount * template.replicas,
-                                names | {str(as_dict(n.get("metadata")).get("name")) for n in candidates})
+            totals[resource] = totals.get(resource, Decimal(0)) + amount * template.replicas
     if workload.pods_counted and not findings:
-        by_name = {str(as_dict(n.get("metadata")).get("name")): n for n in cluster}
-        for resource, (asked, names) in sorted(totals.items()):
-            have = sum(allocatable(by_name[n], resource) for n in names)
+        for resource, asked in sorted(totals.items()):
+            have = index.total.get(resource, 0) if anywhere else \
+                sum(n.allocatable.get(resource, 0) for n in index.nodes if n.name in chosen)
             if asked > have:
                 findings.append(Finding("/spec", "cluster too small", f"{workload.kind} {workload.name!r} needs "
-                                        f"{_show(asked)} {resource} at once, but the nodes its pods may run on have "
+                                        f"{show(asked)} {resource} at once, but the nodes its pods may run on have "
                                         f"{have} in all", "lower the replicas or GPUs per pod"))
-    return findings
+    return findings + claimed
 
 
 @check("capacity.limit-range", "containers and pods within the namespace's LimitRanges", NoParams)
@@ -220,17 +252,17 @@ def _range_findings(ptr: str, amounts: Mapping[str, Mapping[str, Decimal]], item
     fix = "keep within the namespace's LimitRange, or have it changed"
     for resource, bound in _amounts(item.get("max")).items():
         if (value := amounts["limits"].get(resource)) is not None and value > bound:
-            yield Finding(ptr, "above limit range", f"{who} has a {resource} limit of {_show(value)}, above the "
-                          f"{_show(bound)} LimitRange {name!r} allows: the API server refuses its pods", fix)
+            yield Finding(ptr, "above limit range", f"{who} has a {resource} limit of {show(value)}, above the "
+                          f"{show(bound)} LimitRange {name!r} allows: the API server refuses its pods", fix)
     for resource, bound in _amounts(item.get("min")).items():
         if (value := amounts["requests"].get(resource)) is not None and value < bound:
-            yield Finding(ptr, "below limit range", f"{who} requests {_show(value)} {resource}, below the "
-                          f"{_show(bound)} LimitRange {name!r} requires: the API server refuses its pods", fix)
+            yield Finding(ptr, "below limit range", f"{who} requests {show(value)} {resource}, below the "
+                          f"{show(bound)} LimitRange {name!r} requires: the API server refuses its pods", fix)
     for resource, ratio in _amounts(item.get("maxLimitRequestRatio")).items():
         limit, request = amounts["limits"].get(resource), amounts["requests"].get(resource)
         if limit is not None and request and limit / request > ratio:
             yield Finding(ptr, "limit to request ratio too high", f"{who} limits {resource} to "
-                          f"{_show(limit / request)} times its request; LimitRange {name!r} allows {_show(ratio)}",
+                          f"{show(limit / request)} times its request; LimitRange {name!r} allows {show(ratio)}",
                           fix)
 
 

@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple, TypeVar
 
 from mlgate.model.workload import PodTemplate
+from mlgate.rules import claims
 from mlgate.rules.devices import BUILT_IN, GpuResources, is_mig
 
 _SUFFIX = {
@@ -95,7 +96,7 @@ def _whole_gpus(entries: Mapping[str, Any]) -> int:
 
 class ContainerGpus(NamedTuple):
     """One container's GPU resources (`gpu_resources` of limits and of requests) and the GPUs it counts
-    (`_whole_gpus`)."""
+    (`_whole_gpus`, plus those its DRA claims reach: rules/claims.py)."""
 
     key: str  # initContainers, containers or ephemeralContainers
     position: int  # index in that list (`index` and `count` are tuple methods)
@@ -117,8 +118,23 @@ def regular_gpus(template: PodTemplate, gpus: GpuResources = BUILT_IN) -> tuple[
 
 
 def pod_gpu_count(template: PodTemplate, gpus: GpuResources = BUILT_IN) -> int:
-    """GPUs a pod holds at once (`pod_effective`): sidecars beside the regular containers, init containers apart."""
+    """GPUs a pod holds at once (`pod_effective`): sidecars beside the regular containers, init containers apart;
+    and the GPUs of its DRA claims, each claim once, since a claim is the pod's however many containers use it."""
     return template.derived(_views(gpus).held)
+
+
+def job_gpu_count(templates: Iterable[PodTemplate], gpus: GpuResources = BUILT_IN) -> int:
+    """GPUs all of a job's pods hold at once: each pod's, times its replicas, but a ResourceClaim named by several
+    pods only once, since they share its devices."""
+    total, shared = 0, {}
+    for template in templates:
+        held = pod_gpu_count(template, gpus)
+        if template.spec.get("resourceClaims"):
+            named = dict(claims.pod_gpus(template, gpus).shared)
+            held -= sum(named.values())
+            shared.update(named)
+        total += held * template.replicas
+    return total + sum(shared.values())
 
 
 class _Views(NamedTuple):
@@ -136,16 +152,21 @@ def _views(gpus: GpuResources) -> _Views:
         found = []
         for key, index, container in template.containers():
             limits, requests = gpu_resources(container, "limits", gpus), gpu_resources(container, "requests", gpus)
-            if limits or requests:  # a container that asks for no GPU adds nothing any GPU rule reads
-                found.append(ContainerGpus(key, index, container, limits, requests, _whole_gpus(limits or requests)))
+            claimed = claims.container_gpus(template, container, gpus).gpus if template.spec.get("resourceClaims") \
+                else 0
+            if limits or requests or claimed:  # a container that asks for no GPU adds nothing any GPU rule reads
+                found.append(ContainerGpus(key, index, container, limits, requests,
+                                           _whole_gpus(limits or requests) + claimed))
         return tuple(found)
 
     def regular(template: PodTemplate) -> tuple[ContainerGpus, ...]:
         return tuple(g for g in template.derived(every) if g.key != "ephemeralContainers")
 
     def held(template: PodTemplate) -> int:
-        counted = pod_effective((g.key, g.container, {_GPUS: g.total}) for g in template.derived(every))
-        return counted.get(_GPUS, 0)
+        counted = pod_effective((g.key, g.container, {_GPUS: _whole_gpus(g.limits or g.requests)})
+                                for g in template.derived(every))
+        claimed = claims.pod_gpus(template, gpus).gpus if template.spec.get("resourceClaims") else 0
+        return counted.get(_GPUS, 0) + claimed
 
     return _Views(every, regular, held)
 

@@ -14,6 +14,13 @@ Built in, with where each name comes from:
   resource naming strategy (ROCm/k8s-device-plugin `internal/pkg/amdgpu/amdgpu.go`).
 - `gpu.intel.com/i915`, `gpu.intel.com/xe`: intel-device-plugins-for-kubernetes `cmd/gpu_plugin/gpu_plugin.go`.
 
+Through DRA (`rules/claims.py`), a DeviceClass is a GPU class when its `extendedResourceName` is a GPU name, or a
+selector tests `device.driver` against a GPU driver: `gpu.nvidia.com` (NVIDIA k8s-dra-driver-gpu; a MIG class also
+tests `.type == 'mig'`), `gpu.amd.com` (ROCm k8s-gpu-dra-driver), `gpu.intel.com` (intel-resource-drivers-for-
+kubernetes). A class not in the facts is known by the names those drivers' charts give their classes:
+`gpu.nvidia.com`, `vfio.gpu.nvidia.com`, `mig.nvidia.com` (k8s-dra-driver-gpu v25.12.0
+`deployments/helm/nvidia-dra-driver-gpu/templates/deviceclass-*.yaml`), `gpu.amd.com`, `gpu.intel.com`.
+
 Not GPUs: `<name>.shared` (k8s-device-plugin `renameByDefault` time-slicing and MPS replicas,
 `DefaultSharedResourceNameSuffix`); HAMi's `nvidia.com/gpumem`, `gpumem-percentage`, `gpucores`, `priority`
 (charts/hami/values.yaml); Intel's `gpu.intel.com/millicores`, `memory.max`, `tiles` (GPU Aware Scheduling) and
@@ -24,8 +31,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, Literal
 
 FULL_GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -65,3 +74,29 @@ BUILT_IN = GpuResources()
 
 def is_mig(name: str) -> bool:
     return name.startswith(MIG_PREFIX)
+
+
+DraGpu = Literal["gpu", "mig"]
+DRA_GPU_DRIVERS = ("gpu.nvidia.com", "gpu.amd.com", "gpu.intel.com")
+DRA_GPU_CLASSES: dict[str, DraGpu] = {"gpu.nvidia.com": "gpu", "vfio.gpu.nvidia.com": "gpu", "mig.nvidia.com": "mig",
+                                      "gpu.amd.com": "gpu", "gpu.intel.com": "gpu"}
+_DRIVER_TEST = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
+_MIG_TEST = re.compile(r"""\.type\s*==\s*["']mig["']""")
+
+
+def dra_gpu_class(name: str, device_class: Mapping[str, Any] | None, gpus: GpuResources = BUILT_IN) -> DraGpu | None:
+    """Whether DeviceClass `name` (its object from the facts, if known) hands out whole GPUs, MIG devices, or
+    neither (None)."""
+    if device_class is None:
+        return DRA_GPU_CLASSES.get(name)
+    spec = device_class.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    extended = spec.get("extendedResourceName")
+    if isinstance(extended, str) and extended in gpus:
+        return "mig" if is_mig(extended) else "gpu"
+    for selector in spec.get("selectors") or ():
+        cel = selector.get("cel") if isinstance(selector, Mapping) else None
+        expression = cel.get("expression") if isinstance(cel, Mapping) else None
+        if isinstance(expression, str) and any(d in DRA_GPU_DRIVERS for d in _DRIVER_TEST.findall(expression)):
+            return "mig" if _MIG_TEST.search(expression) else "gpu"
+    return None

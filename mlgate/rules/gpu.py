@@ -20,10 +20,12 @@ from typing import Any
 
 from pydantic import Field
 
-from mlgate.model.results import Finding, Skipped
+from mlgate.model.results import Finding, Skipped, Unchecked
 from mlgate.model.workload import PodTemplate, Workload
+from mlgate.rules.claims import uncounted_claims
 from mlgate.rules.common import (
     container_label,
+    job_gpu_count,
     pod_gpu_count,
     quantity,
     regular_gpus,
@@ -68,15 +70,14 @@ class MaxParams(Params):
 
 
 @check("gpu.max", "at most N GPUs per container, per pod and per job", MaxParams)
-def maximum(workload: Workload, params: MaxParams, context: Context) -> Iterator[Finding]:
-    job_total = 0
+def maximum(workload: Workload, params: MaxParams, context: Context) -> Iterator[Finding | Unchecked]:
     for template in workload.templates:
         if params.per_container is not None:
             for key, index, container, limited, requested, count in regular_gpus(template, context.gpus):
                 if count > params.per_container:
-                    section = "limits" if limited else "requests"
-                    resource = _counted(limited or requested)
-                    yield Finding(template.path(key, index, "resources", section, resource),
+                    where: tuple[str, ...] = ("limits", _counted(limited)) if limited else \
+                        ("requests", _counted(requested)) if requested else ("claims",)  # only DRA claims
+                    yield Finding(template.path(key, index, "resources", *where),
                                   "too many gpus per container",
                                   f"{container_label(key, container)} asks for {count} GPUs, the limit is "
                                   f"{params.per_container}", "split the work across more replicas")
@@ -86,11 +87,12 @@ def maximum(workload: Workload, params: MaxParams, context: Context) -> Iterator
                           f"{'the pod asks' if template.role == 'pod' else f'{template.role} pods ask'} for "
                           f"{pod_total} GPUs, the limit is {params.per_pod}",
                           "use fewer GPUs per pod and more replicas")
-        job_total += pod_total * template.replicas
+    job_total = job_gpu_count(workload.templates, context.gpus) if params.per_job is not None else 0
     if params.per_job is not None and workload.pods_counted and job_total > params.per_job:
         yield Finding("/spec", "too many gpus per job",
                       f"{workload.kind} {workload.name!r} asks for {job_total} GPUs in all, "
                       f"the limit is {params.per_job}", "lower replicas or GPUs per replica")
+    yield from uncounted_claims(workload, context.gpus)
 
 
 class AllowedParams(Params):

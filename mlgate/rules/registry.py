@@ -23,7 +23,7 @@ from mlgate.model.workload import Workload
 from mlgate.rules.devices import BUILT_IN, GpuResources
 
 FAMILIES = ("gpu", "gpu_sharing", "mig", "storage", "pod_security", "defaults", "gang", "gang_size", "launch",
-            "capacity")
+            "capacity", "queues")
 RULE_ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 

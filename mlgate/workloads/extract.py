@@ -41,8 +41,10 @@ def extract(
             return None
         workload.notes.append(f"{api_version or '?'}/{kind or '?'}: unknown kind; each pod spec judged as one pod, "
                               "pod counts unchecked; describe it with a WorkloadKind")
-        return workload
-    describe(workload, workload.description, obj, "", kinds=kinds, facts=facts, depth=0)
+    else:
+        describe(workload, workload.description, obj, "", kinds=kinds, facts=facts, depth=0)
+    for template in workload.templates:  # a pod's DRA claims are found in its namespace (rules/claims.py)
+        template.namespace, template.facts = workload.namespace or "default", facts
     return workload
 
 

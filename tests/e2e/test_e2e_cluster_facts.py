@@ -184,3 +184,25 @@ def test_a_pod_asking_more_gpus_than_the_largest_node_has_is_refused(
     refused = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=wide)
     assert refused.code == 1 and "a Worker pod asks for 16 nvidia.com/gpu, but the largest node it may run on has 8" \
         in refused.stderr, refused
+
+
+def test_a_dra_claim_template_of_four_gpus_counts_as_four_gpus(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    # resource.k8s.io/v1, served by the API server itself since Kubernetes 1.34 (kubernetes/api resource/v1)
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "four"},
+                "spec": {"spec": {"devices": {"requests": [
+                    {"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 4}}]}}}}
+    cluster.kubectl("create", "-n", namespace, "-f", "-", stdin=template).check()
+    policy = {"apiVersion": "mlgate.dev/v1alpha1", "kind": "ClusterMLPolicy", "metadata": {"name": f"dra-{namespace}"},
+              "spec": {"match": {"namespaces": [namespace]},
+                       "rules": [{"rule": "gpu.max", "action": "deny", "params": {"perPod": 2}}]}}
+    cluster.kubectl("apply", "-f", "-", stdin=policy).check()
+    claimed = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "claims-four"},
+               "spec": {"template": {"spec": {
+                   "restartPolicy": "Never", "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "four"}],
+                   "containers": [{"name": "train", "image": "registry.example/train:1.0",
+                                   "resources": {"claims": [{"name": "gpu"}]}}]}}}}
+    tag = f"[dra-{namespace}/gpu.max] too many gpus per pod"
+    until_verdict(cluster, claimed, namespace, denied_with=tag)  # once the watches have the template
+    refused = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=claimed)
+    assert refused.code == 1 and "job pods ask for 4 GPUs, the limit is 2" in refused.stderr, refused

@@ -116,10 +116,14 @@ def test_facts_of_a_kind_not_served_are_none_and_said_so():
                                                   "/apis/storage.k8s.io/v1/storageclasses", "/api/v1/nodes",
                                                   "/api/v1/resourcequotas", "/api/v1/limitranges",
                                                   "/apis/scheduling.k8s.io/v1/priorityclasses")}})
-    objects = list(read_facts(server, notes))
+    unserved: set[str] = set()
+    objects = list(read_facts(server, notes, unserved))
     assert objects == [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "labels": {"t": "1"}}}]
-    assert notes == ["TrainingRuntime (trainer.kubeflow.org/v1alpha1) is not served: none in the facts",
-                     "ClusterTrainingRuntime (trainer.kubeflow.org/v1alpha1) is not served: none in the facts"]
+    assert notes[:3] == ["TrainingRuntime (trainer.kubeflow.org/v1alpha1) is not served: none in the facts",
+                         "ClusterTrainingRuntime (trainer.kubeflow.org/v1alpha1) is not served: none in the facts",
+                         "LocalQueue (kueue.x-k8s.io/v1beta2) is not served: none in the facts"]
+    assert unserved == {"TrainingRuntime", "ClusterTrainingRuntime", "LocalQueue", "ClusterQueue",
+                        "ResourceClaimTemplate", "ResourceClaim", "DeviceClass"}
 
 
 def test_a_forbidden_fact_kind_is_an_error_not_an_empty_list():

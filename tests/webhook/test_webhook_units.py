@@ -234,11 +234,26 @@ def storage_class(name: str, default: bool = False) -> dict:
 def test_facts_are_known_only_once_every_kind_was_listed():
     facts = WatchedFacts()
     for kind in ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "ResourceQuota",
-                 "LimitRange", "PriorityClass", "TrainingRuntime", "ClusterTrainingRuntime"):
+                 "LimitRange", "PriorityClass", "TrainingRuntime", "ClusterTrainingRuntime", "LocalQueue",
+                 "ClusterQueue", "ResourceClaimTemplate", "ResourceClaim", "DeviceClass"):
         facts.replace(kind, [])
         assert facts.known is False
     facts.replace("Node", [node("a")])
     assert facts.known is True
+
+
+def test_a_kind_the_api_server_does_not_serve_is_told_apart_from_one_with_no_objects():
+    facts = WatchedFacts()
+    facts.replace("LocalQueue", [])
+    assert facts.serves("LocalQueue") is True  # Kueue installed, no queue yet: a queue name is then missing
+    facts.unserved("LocalQueue")
+    assert facts.serves("LocalQueue") is False  # no Kueue: the rules say they could not look
+    facts.replace("LocalQueue", [{"metadata": {"name": "team", "namespace": "ml"}, "spec": {"clusterQueue": "q"}}])
+    assert facts.serves("LocalQueue") is True  # installed later: listed again
+    assert facts.lookup("LocalQueue", "ml", "team") == {
+        "kind": "LocalQueue", "metadata": {"name": "team", "namespace": "ml"}, "spec": {"clusterQueue": "q"}}
+    facts.apply("LocalQueue", "DELETED", {"metadata": {"name": "team", "namespace": "ml"}})
+    assert facts.lookup("LocalQueue", "ml", "team") is None
 
 
 def test_a_persistent_volume_is_kept_with_its_driver_and_modes_only():
