@@ -142,6 +142,8 @@ class Workload:
     notes: list[str] = field(default_factory=list)  # how the pods were worked out, where a reader must know
     pods_counted: bool = True  # false: how many pods run at once is unknown (unknown kinds, workflow steps)
     old_workload: Callable[[], Workload | None] = field(default=lambda: None, compare=False)
+    # what several checks of one evaluation work out alike (the quota charges): checks never write the object
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def known_kind(self) -> bool:

@@ -73,6 +73,8 @@ def quota_demand(key: str, template: PodTemplate) -> Decimal | None:
 def scopes_match(quota: Mapping[str, Any], template: PodTemplate) -> bool:
     """Whether `quota` charges the pods of `template` (its scopes and scopeSelector)."""
     spec = as_dict(quota.get("spec"))
+    if not spec.get("scopes") and not spec.get("scopeSelector"):
+        return True  # most quotas: every pod
     requirements = [{"scopeName": s, "operator": "Exists"} for s in as_list(spec.get("scopes"))]
     requirements += [e for e in as_list(as_dict(spec.get("scopeSelector")).get("matchExpressions"))
                      if isinstance(e, dict)]
@@ -130,7 +132,11 @@ def _job_charges(workload: Workload, context: Context) -> list[Charge] | Skipped
         return Skipped(f"how many {workload.kind} pods run at once is not known")
     if not context.facts.known:
         return Skipped("no cluster facts to find the namespace's ResourceQuotas in", looked=False)
-    return list(charges(workload, context.facts.resource_quotas(workload.namespace or "default")))
+    quotas = context.facts.resource_quotas(workload.namespace or "default")
+    key = f"capacity.charges/{id(quotas)}"  # quota and quota-available read the same charges
+    if key not in workload.memo:
+        workload.memo[key] = (quotas, list(charges(workload, quotas)))  # the list is kept: its id stays its own
+    return list(workload.memo[key][1])
 
 
 @check("capacity.quota", "the whole job fits within its namespace's ResourceQuotas", NoParams)

@@ -168,6 +168,8 @@ def uncounted_claims(workload: Workload, gpus: GpuResources) -> Iterator[Uncheck
     """What a GPU rule could not count in the workload's claims, once per reason."""
     seen: set[str] = set()
     for template in workload.templates:
+        if not template.spec.get("resourceClaims"):
+            continue
         for reason in pod_gpus(template, gpus).uncounted:
             if reason not in seen:
                 seen.add(reason)

@@ -116,7 +116,9 @@ def queue_gpus(workload: Workload, params: NoParams, context: Context) -> list[F
         return findings  # in a cohort it may borrow: how much is the cohort's business
     for template, gpus in asked:
         for resource, per_pod in sorted(gpus.items()):
-            flavors = quotas.get(resource) or {"?": Decimal(0)}
+            flavors = quotas.get(resource)
+            if not flavors:
+                continue  # covered, but no flavor gives a quota mlgate can read: not judged by size
             largest = max(flavors.values())
             if per_pod * template.replicas > largest:
                 findings.append(Finding(template.path("containers"), "queue flavor too small",
@@ -136,8 +138,8 @@ def _flavor_quotas(spec: Mapping[str, Any]) -> dict[str, dict[str, Decimal]]:
         for flavor in as_list(as_dict(group).get("flavors")):
             for resource in map(as_dict, as_list(as_dict(flavor).get("resources"))):
                 amount = quantity(resource.get("nominalQuota"))
-                quotas.setdefault(str(resource.get("name")), {})[str(as_dict(flavor).get("name"))] = \
-                    amount if amount is not None else Decimal(0)
+                if amount is not None:  # the API server stores only quantities; a facts file may hold anything
+                    quotas.setdefault(str(resource.get("name")), {})[str(as_dict(flavor).get("name"))] = amount
     return quotas
 
 
@@ -149,7 +151,7 @@ def _whole_job(workload: Workload, asked: list[tuple[PodTemplate, dict[str, Deci
             totals[resource] = totals.get(resource, Decimal(0)) + per_pod * template.replicas
     for resource, total in sorted(totals.items()):
         have = sum(quotas.get(resource, {}).values(), Decimal(0))
-        if workload.pods_counted and total > have:
+        if workload.pods_counted and resource in quotas and total > have:
             yield Finding("/spec", "queue too small", f"{workload.kind} {workload.name!r} asks for {show(total)} "
                           f'{resource} in all, but ClusterQueue "{cluster_name}" has {show(have)} in all of its '
                           f"flavors ({_listed(quotas.get(resource, {}))})", "lower the replicas or GPUs per pod")

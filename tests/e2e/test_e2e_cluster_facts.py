@@ -206,3 +206,30 @@ def test_a_dra_claim_template_of_four_gpus_counts_as_four_gpus(
     until_verdict(cluster, claimed, namespace, denied_with=tag)  # once the watches have the template
     refused = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=claimed)
     assert refused.code == 1 and "job pods ask for 4 GPUs, the limit is 2" in refused.stderr, refused
+
+
+def test_a_job_for_a_kueue_queue_that_does_not_exist_or_has_no_gpu_flavor_is_told_at_apply(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    # kueue.x-k8s.io/v1beta2, from the upstream CRDs in tests/e2e_crds (no Kueue controller runs here)
+    suffix = namespace[-5:]
+    cpu_only = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": f"cpu-{suffix}"},
+                "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                    {"name": "default", "resources": [{"name": "cpu", "nominalQuota": "64"}]}]}]}}
+    cluster.kubectl("create", "-f", "-", stdin=cpu_only).check()
+    local = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "cpu"},
+             "spec": {"clusterQueue": f"cpu-{suffix}"}}
+    cluster.kubectl("create", "-n", namespace, "-f", "-", stdin=local).check()
+    policy = capacity_policy(namespace, ("capacity.queue", "warn"), ("capacity.queue-gpus", "deny"))
+    cluster.kubectl("apply", "-f", "-", stdin=policy).check()
+
+    no_gpu_flavor = pytorchjob("to-cpu", {"nvidia.com/gpu": 1}, workers=1)
+    no_gpu_flavor["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "cpu"}
+    until_verdict(cluster, no_gpu_flavor, namespace, denied_with=f"[cap-{namespace}/capacity.queue-gpus] no gpu flavor")
+    refused = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=no_gpu_flavor)
+    assert refused.code == 1 and f'ClusterQueue "cpu-{suffix}" (of LocalQueue "cpu") covers no nvidia.com/gpu' \
+        in refused.stderr, refused
+
+    missing = pytorchjob("to-nowhere", {"nvidia.com/gpu": 1}, workers=1)
+    missing["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "research"}
+    stored = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=missing)
+    assert stored.ok and f"[cap-{namespace}/capacity.queue] local queue not found" in stored.stderr, stored
