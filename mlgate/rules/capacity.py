@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from mlgate.model.results import Finding, Skipped, Unchecked
 from mlgate.model.workload import PodTemplate, Workload, as_dict, as_list
@@ -223,29 +223,45 @@ def limit_range(workload: Workload, params: NoParams, context: Context) -> list[
     if not context.facts.known:
         return Skipped("no cluster facts to find the namespace's LimitRanges in", looked=False)
     ranges = context.facts.limit_ranges(workload.namespace or "default")
-    items = [(str(as_dict(r.get("metadata")).get("name") or "?"), as_dict(item)) for r in ranges
-             for item in as_list(as_dict(r.get("spec")).get("limits"))]
+    items = [_Range(str(as_dict(r.get("metadata")).get("name") or "?"), item.get("type"),
+                    *(_amounts(item.get(k)) for k in _RANGE_KEYS))
+             for r in ranges for item in map(as_dict, as_list(as_dict(r.get("spec")).get("limits")))]
     if not items:
         return Skipped("no LimitRange in the namespace")
     findings: list[Finding] = []
     for template in workload.templates:
-        for name, item in items:
-            if item.get("type") == "Container":
+        for item in items:
+            if item.type == "Container":
                 for key, index, container in template.regular_containers():
                     findings += _range_findings(template.path(key, index, "resources"), _container_amounts(
-                        container, item), item, f"{container_label(key, container)}", name)
-            elif item.get("type") == "Pod":
+                        container, item), item, f"{container_label(key, container)}")
+            elif item.type == "Pod":
                 amounts = {s: pod_amounts(template, s) for s in ("requests", "limits")}
-                findings += _range_findings(template.path("containers"), amounts, item, _who(template), name)
+                findings += _range_findings(template.path("containers"), amounts, item, _who(template))
     return findings
 
 
-def _container_amounts(container: dict[str, Any], item: Mapping[str, Any]) -> dict[str, dict[str, Decimal]]:
+_RANGE_KEYS = ("max", "min", "maxLimitRequestRatio", "default", "defaultRequest")
+
+
+class _Range(NamedTuple):
+    """One `spec.limits` item of a LimitRange, its amounts parsed once per evaluation."""
+
+    name: str  # the LimitRange's
+    type: Any
+    max: dict[str, Decimal]
+    min: dict[str, Decimal]
+    ratio: dict[str, Decimal]
+    default: dict[str, Decimal]
+    default_request: dict[str, Decimal]
+
+
+def _container_amounts(container: dict[str, Any], item: _Range) -> dict[str, dict[str, Decimal]]:
     """A container's requests and limits as the LimitRanger admission plugin leaves them: unset limits take the
     range's `default`, unset requests its `defaultRequest`, else the limit."""
     resources = as_dict(container.get("resources"))
-    limits = {**_amounts(item.get("default")), **_amounts(resources.get("limits"))}
-    requests = {**limits, **_amounts(item.get("defaultRequest")), **_amounts(resources.get("requests"))}
+    limits = {**item.default, **_amounts(resources.get("limits"))}
+    requests = {**limits, **item.default_request, **_amounts(resources.get("requests"))}
     return {"requests": requests, "limits": limits}
 
 
@@ -253,18 +269,19 @@ def _amounts(entries: Any) -> dict[str, Decimal]:
     return {str(r): a for r, v in as_dict(entries).items() if (a := quantity(v)) is not None}
 
 
-def _range_findings(ptr: str, amounts: Mapping[str, Mapping[str, Decimal]], item: Mapping[str, Any], who: str,
-                    name: str) -> Iterator[Finding]:
+def _range_findings(ptr: str, amounts: Mapping[str, Mapping[str, Decimal]], item: _Range, who: str,
+                    ) -> Iterator[Finding]:
     fix = "keep within the namespace's LimitRange, or have it changed"
-    for resource, bound in _amounts(item.get("max")).items():
+    name = item.name
+    for resource, bound in item.max.items():
         if (value := amounts["limits"].get(resource)) is not None and value > bound:
             yield Finding(ptr, "above limit range", f"{who} has a {resource} limit of {show(value)}, above the "
                           f"{show(bound)} LimitRange {name!r} allows: the API server refuses its pods", fix)
-    for resource, bound in _amounts(item.get("min")).items():
+    for resource, bound in item.min.items():
         if (value := amounts["requests"].get(resource)) is not None and value < bound:
             yield Finding(ptr, "below limit range", f"{who} requests {show(value)} {resource}, below the "
                           f"{show(bound)} LimitRange {name!r} requires: the API server refuses its pods", fix)
-    for resource, ratio in _amounts(item.get("maxLimitRequestRatio")).items():
+    for resource, ratio in item.ratio.items():
         limit, request = amounts["limits"].get(resource), amounts["requests"].get(resource)
         if limit is not None and request and limit / request > ratio:
             yield Finding(ptr, "limit to request ratio too high", f"{who} limits {resource} to "
