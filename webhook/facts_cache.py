@@ -183,6 +183,10 @@ class WatchedFacts:
         with self._lock:
             return kind in self._synced and kind not in self._unserved
 
+    def objects(self, kind: str) -> Sequence[Mapping[str, Any]]:
+        with self._lock:
+            return self._facts.objects(kind)
+
     def status(self) -> dict[str, Any]:
         return {"known": self.known, "synced": self.synced(), "nodes": len(self._facts.node_list),
                 "namespaces": len(self._facts.namespaces)}

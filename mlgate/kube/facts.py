@@ -40,6 +40,7 @@ FACT_PATHS = {
     "ResourceClaimTemplate": "/apis/resource.k8s.io/v1/resourceclaimtemplates",
     "ResourceClaim": "/apis/resource.k8s.io/v1/resourceclaims",
     "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
+    "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
 }
 KINDS = tuple(FACT_PATHS)
 assert set(RUNTIME_KINDS) <= set(KINDS) and set(LOOKUP_KINDS) <= set(KINDS)
@@ -65,6 +66,7 @@ _KEEP = {
     "ResourceClaimTemplate": ("spec",),
     "ResourceClaim": ("spec",),  # not its status: which devices it got is the scheduler's business
     "DeviceClass": ("spec",),
+    "ResourceSlice": (),  # its driver, pool, node and device names only (`_slice_spec`): one or more per node
 }
 _NODE_STATUS_KEEP = ("capacity", "allocatable")
 
@@ -83,7 +85,24 @@ def trim(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         out["status"] = {k: status[k] for k in _NODE_STATUS_KEEP if k in status}
     elif kind == "PersistentVolume":
         out["spec"] = _pv_spec(obj.get("spec") or {})
+    elif kind == "ResourceSlice":
+        out["spec"] = _slice_spec(obj.get("spec") or {})
     return out
+
+
+def _slice_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Where the slice's devices are (node, all nodes, a selector, or per device) and their names: not their
+    attributes and capacities, which rules do not read."""
+    kept: dict[str, Any] = {k: spec[k] for k in ("driver", "pool", "nodeName", "allNodes", "perDeviceNodeSelection")
+                            if k in spec}
+    if spec.get("nodeSelector") is not None:
+        kept["nodeSelector"] = {}
+    devices = spec.get("devices")
+    if isinstance(devices, list):
+        kept["devices"] = [{k: d[k] for k in ("name", "nodeName", "allNodes") if k in d} |
+                           ({"nodeSelector": {}} if d.get("nodeSelector") is not None else {})
+                           for d in devices if isinstance(d, Mapping)]
+    return kept
 
 
 def _pv_spec(spec: Mapping[str, Any]) -> dict[str, Any]:

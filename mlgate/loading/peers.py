@@ -66,6 +66,9 @@ class WithPodGroups:
     def serves(self, kind: str) -> bool:
         return self.facts.serves(kind)
 
+    def objects(self, kind: str) -> Sequence[Mapping[str, Any]]:
+        return self.facts.objects(kind)
+
 
 def with_pod_groups(facts: ClusterFacts, paths: Iterable[str], namespace: str) -> ClusterFacts:
     """`facts` and the Kueue pod groups of the Pods in `paths` (a Pod without a namespace is in `namespace`)."""

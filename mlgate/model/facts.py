@@ -61,6 +61,10 @@ class ClusterFacts(Protocol):
         serves the kind (Kueue or DRA installed), or a facts file lists objects of its group."""
         ...
 
+    def objects(self, kind: str) -> Sequence[Mapping[str, Any]]:
+        """Every object of a `LOOKUP_KINDS` kind; the same sequence until one of them changes."""
+        ...
+
 
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 # Kinds looked up by name, each with whether it is namespaced and the kinds a facts file shows together (a
@@ -71,6 +75,9 @@ LOOKUP_KINDS: dict[str, tuple[bool, str]] = {
     "ResourceClaimTemplate": (True, "dra"),  # resource.k8s.io/v1
     "ResourceClaim": (True, "dra"),
     "DeviceClass": (False, "dra"),
+    # what a node's DRA drivers publish: its own group, so that a facts file with claims but no slices is not
+    # read as a cluster whose nodes have no devices
+    "ResourceSlice": (False, "dra-slices"),
 }
 
 
@@ -104,6 +111,9 @@ class StaticFacts:
     limits: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # namespace -> LimitRanges
     by_kind: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = field(default_factory=dict)  # LOOKUP_KINDS
     served_groups: set[str] = field(default_factory=set)  # LOOKUP_KINDS groups the facts cover
+    # `objects` answers: kind -> (the by_kind dict it was made from, its values)
+    _listed: dict[str, tuple[dict[tuple[str, str], Mapping[str, Any]], tuple[Mapping[str, Any], ...]]] = field(
+        default_factory=dict, compare=False, repr=False)
     known: bool = True
 
     @classmethod
@@ -203,6 +213,13 @@ class StaticFacts:
 
     def serves(self, kind: str) -> bool:
         return LOOKUP_KINDS[kind][1] in self.served_groups
+
+    def objects(self, kind: str) -> Sequence[Mapping[str, Any]]:
+        current = self.by_kind.get(kind, {})
+        listed = self._listed.get(kind)
+        if listed is None or listed[0] is not current:  # the webhook's cache replaces the dict on each change
+            listed = self._listed[kind] = (current, tuple(current.values()))
+        return listed[1]
 
 
 def pod_group_of(meta: Mapping[str, Any], namespace: str = "default") -> tuple[str, str] | None:

@@ -24,11 +24,11 @@ from typing import Any, NamedTuple
 
 from mlgate.model.results import Finding, Skipped, Unchecked
 from mlgate.model.workload import PodTemplate, Workload, as_dict, as_list
-from mlgate.rules.claims import QUOTA_SUFFIX, pod_gpus, quota_devices, uncounted_claims
+from mlgate.rules.claims import QUOTA_SUFFIX, driver_gpus, pod_gpus, quota_devices, uncounted_claims
 from mlgate.rules.common import container_label, pod_effective, quantity
 from mlgate.rules.devices import is_mig
 from mlgate.rules.mig import required_terms, selects
-from mlgate.rules.node_index import node_index
+from mlgate.rules.node_index import DRA_PREFIX, NodeIndex, node_index
 from mlgate.rules.registry import Context, NoParams, check
 
 BUILT_IN_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
@@ -173,15 +173,17 @@ def quota_available(workload: Workload, params: NoParams, context: Context) -> l
 def nodes(workload: Workload, params: NoParams, context: Context) -> list[Finding | Unchecked] | Skipped:
     if not context.facts.known:
         return Skipped("no cluster facts to find nodes in", looked=False)
-    index = node_index(context.facts.nodes())
-    asks = [(t, {r: a for r, a in pod_amounts(t, "limits").items() if r in context.gpus and not is_mig(r) and a > 0})
-            for t in workload.templates]
-    asks = [(t, a) for t, a in asks if a]
-    # a node's DRA devices are in its ResourceSlices, not its allocatable, and the facts do not hold slices
-    claimed: list[Finding | Unchecked] = [
-        Unchecked(f"the GPUs {_who(t)} claims through DRA are not compared with nodes (ResourceSlices are not in "
-                  "the facts)") for t in workload.templates
-        if t.spec.get("resourceClaims") and pod_gpus(t, context.gpus).gpus]
+    slices = context.facts.serves("ResourceSlice")
+    index = node_index(context.facts.nodes(), context.facts.objects("ResourceSlice") if slices else ())
+    claimed: list[Finding | Unchecked] = []  # what could not be compared, said
+    asks = []
+    for template in workload.templates:
+        wanted = {r: a for r, a in pod_amounts(template, "limits").items()
+                  if r in context.gpus and not is_mig(r) and a > 0}
+        if template.spec.get("resourceClaims") and pod_gpus(template, context.gpus).gpus:
+            wanted |= _dra_asks(template, context, index, slices, claimed)
+        if wanted:
+            asks.append((template, wanted))
     if not asks:
         return claimed or Skipped("no pod asks for whole GPUs")
     if not index.nodes:
@@ -202,7 +204,7 @@ def nodes(workload: Workload, params: NoParams, context: Context) -> list[Findin
                 else index.largest.get(resource, 0)
             if amount > largest:
                 findings.append(Finding(template.path("containers"), "no node large enough",
-                                        f"{_who(template)} asks for {show(amount)} {resource}, but the largest "
+                                        f"{_who(template)} asks for {show(amount)} {_named(resource)}, but the largest "
                                         f"node it may run on has {largest} ({len(candidates)} of "
                                         f"{len(index.nodes)} nodes match its node selection)",
                                         "ask for fewer per pod and run more replicas"))
@@ -213,9 +215,38 @@ def nodes(workload: Workload, params: NoParams, context: Context) -> list[Findin
                 sum(n.allocatable.get(resource, 0) for n in index.nodes if n.name in chosen)
             if asked > have:
                 findings.append(Finding("/spec", "cluster too small", f"{workload.kind} {workload.name!r} needs "
-                                        f"{show(asked)} {resource} at once, but the nodes its pods may run on have "
-                                        f"{have} in all", "lower the replicas or GPUs per pod"))
+                                        f"{show(asked)} {_named(resource)} at once, but the nodes its pods may run "
+                                        f"on have {have} in all", "lower the replicas or GPUs per pod"))
     return findings + claimed
+
+
+def _dra_asks(template: PodTemplate, context: Context, index: NodeIndex, slices: bool,
+              unchecked: list[Finding | Unchecked]) -> dict[str, Decimal]:
+    """The pod's DRA GPUs per `dra:<driver>`, as the node index counts a node's devices; what cannot be compared
+    is added to `unchecked`."""
+    who = _who(template)
+    if not slices:
+        unchecked.append(Unchecked(f"the GPUs {who} claims through DRA are not compared with nodes: the facts hold "
+                                   "no ResourceSlices"))
+        return {}
+    by_driver = driver_gpus(template, context.gpus)
+    if by_driver is None:
+        unchecked.append(Unchecked(f"the GPUs {who} claims through DRA are not compared with nodes: a claim's "
+                                   "DeviceClass names no single driver"))
+        return {}
+    asks = {}
+    for driver, count in by_driver.items():
+        if driver in index.dra_unbound:
+            unchecked.append(Unchecked(f"the {driver} GPUs {who} claims are not compared with nodes: that driver "
+                                       "publishes devices not bound to one node"))
+        elif count:
+            asks[DRA_PREFIX + driver] = Decimal(count)
+    return asks
+
+
+def _named(resource: str) -> str:
+    return f"devices of DRA driver {resource.removeprefix(DRA_PREFIX)}" if resource.startswith(DRA_PREFIX) \
+        else resource
 
 
 @check("capacity.limit-range", "containers and pods within the namespace's LimitRanges", NoParams)

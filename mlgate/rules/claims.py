@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from mlgate.model.results import Unchecked
 from mlgate.model.workload import PodTemplate, Workload, as_dict, as_list
-from mlgate.rules.devices import GpuResources, dra_gpu_class
+from mlgate.rules.devices import GpuResources, dra_driver, dra_gpu_class
 
 ALL_DEVICES = 32  # resource/v1 AllocationResultsMaxSize: what the quota evaluator charges for allocationMode All
 QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"  # ResourceQuota key per DeviceClass
@@ -142,6 +142,26 @@ def _count(template: PodTemplate, picked: list[tuple[str, PodClaim, str | None]]
         if claim.shared and whole + slices > before:
             shared.append((claim.source, whole + slices - before))
     return Counted(whole or slices, tuple(uncounted), tuple(shared))
+
+
+def driver_gpus(template: PodTemplate, gpus: GpuResources) -> dict[str, int] | None:
+    """Per DRA driver, the GPUs all of the pod's claims take from it (as `pod_gpus`), for comparing with what
+    each node's ResourceSlices publish; None when a GPU request's driver cannot be told (a class whose selector
+    names no single driver, alternatives of several drivers)."""
+    taken: dict[str, int] = {}
+    for claim in pod_claims(template).values():
+        for request in claim.requests or ():
+            counted = [(dra_gpu_class(a.device_class, _device_class(template, a.device_class), gpus),
+                        dra_driver(a.device_class, _device_class(template, a.device_class)), a.devices)
+                       for a in request.alternatives]
+            if not any(kind for kind, _, _ in counted):
+                continue
+            drivers = {driver for kind, driver, _ in counted if kind}
+            if None in drivers or len(drivers) != 1 or any(count is None for kind, _, count in counted if kind):
+                return None
+            driver = str(drivers.pop())
+            taken[driver] = taken.get(driver, 0) + min((c or 0) if k else 0 for k, _, c in counted)
+    return taken
 
 
 def _device_class(template: PodTemplate, name: str) -> Mapping[str, Any] | None:

@@ -80,6 +80,7 @@ DraGpu = Literal["gpu", "mig"]
 DRA_GPU_DRIVERS = ("gpu.nvidia.com", "gpu.amd.com", "gpu.intel.com")
 DRA_GPU_CLASSES: dict[str, DraGpu] = {"gpu.nvidia.com": "gpu", "vfio.gpu.nvidia.com": "gpu", "mig.nvidia.com": "mig",
                                       "gpu.amd.com": "gpu", "gpu.intel.com": "gpu"}
+_CLASS_DRIVERS = {"vfio.gpu.nvidia.com": "gpu.nvidia.com", "mig.nvidia.com": "gpu.nvidia.com"}  # else the same name
 _DRIVER_TEST = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
 _MIG_TEST = re.compile(r"""\.type\s*==\s*["']mig["']""")
 
@@ -99,4 +100,18 @@ def dra_gpu_class(name: str, device_class: Mapping[str, Any] | None, gpus: GpuRe
         expression = cel.get("expression") if isinstance(cel, Mapping) else None
         if isinstance(expression, str) and any(d in DRA_GPU_DRIVERS for d in _DRIVER_TEST.findall(expression)):
             return "mig" if _MIG_TEST.search(expression) else "gpu"
+    return None
+
+
+def dra_driver(name: str, device_class: Mapping[str, Any] | None) -> str | None:
+    """The DRA driver whose devices DeviceClass `name` hands out, when its selector (or its known name) says."""
+    if device_class is None:
+        return _CLASS_DRIVERS.get(name, name) if name in DRA_GPU_CLASSES else None
+    spec = device_class.get("spec")
+    for selector in (spec.get("selectors") or ()) if isinstance(spec, Mapping) else ():
+        cel = selector.get("cel") if isinstance(selector, Mapping) else None
+        expression = cel.get("expression") if isinstance(cel, Mapping) else None
+        drivers = _DRIVER_TEST.findall(expression) if isinstance(expression, str) else []
+        if len(set(drivers)) == 1:
+            return str(drivers[0])
     return None

@@ -3,6 +3,13 @@
 The facts hand out the same list object until a node changes (the webhook's cache replaces the list, never edits it),
 so the index is kept by the list's identity: each node's labels and allocatable whole amounts parsed once, and per
 resource the largest node and the sum over all, which is all a job that selects no nodes needs.
+
+A node's DRA devices are not in its allocatable but in the ResourceSlices its drivers publish (resource.k8s.io/v1
+`ResourceSliceSpec`: `driver`, `pool{name, generation}`, and one of `nodeName`, `allNodes`, `nodeSelector`,
+`perDeviceNodeSelection`). They are counted per driver as `dra:<driver>`, from the newest generation of each pool:
+every device of the driver on the node, an upper bound on what one DeviceClass of it may take, so a refusal is
+never wrong. A driver with devices not bound to one node (network-attached pools) is in `dra_unbound`: its
+devices are not compared.
 """
 
 from __future__ import annotations
@@ -24,38 +31,82 @@ class Node(NamedTuple):
     allocatable: Mapping[str, int]  # whole amounts above zero
 
 
+DRA_PREFIX = "dra:"
+
+
 class NodeIndex(NamedTuple):
     nodes: tuple[Node, ...]  # schedulable ones (not cordoned)
     largest: Mapping[str, int]
     total: Mapping[str, int]
+    dra_unbound: frozenset[str] = frozenset()  # drivers with devices not bound to one node
 
 
-_cache: OrderedDict[int, tuple[Sequence[Mapping[str, Any]], NodeIndex]] = OrderedDict()
+Listed = Sequence[Mapping[str, Any]]
+_cache: OrderedDict[tuple[int, int], tuple[Listed, Listed, NodeIndex]] = OrderedDict()
 _lock = threading.Lock()
 
 
-def node_index(listed: Sequence[Mapping[str, Any]]) -> NodeIndex:
+def node_index(listed: Listed, slices: Listed = ()) -> NodeIndex:
+    key = (id(listed), id(slices))
     with _lock:
-        hit = _cache.get(id(listed))
-        if hit is not None and hit[0] is listed:
-            return hit[1]
-    index = _build(listed)
+        hit = _cache.get(key)
+        if hit is not None and hit[0] is listed and hit[1] is slices:
+            return hit[2]
+    index = _build(listed, slices)
     with _lock:
-        _cache[id(listed)] = (listed, index)  # the list is kept, so its id is not reused while cached
+        _cache[key] = (listed, slices, index)  # both are kept, so their ids are not reused while cached
         while len(_cache) > _KEPT:
             _cache.popitem(last=False)
     return index
 
 
-def _build(listed: Sequence[Mapping[str, Any]]) -> NodeIndex:
-    nodes = tuple(_node(n) for n in listed if not as_dict(n.get("spec")).get("unschedulable"))
+def _build(listed: Listed, slices: Listed) -> NodeIndex:
+    devices, unbound = _dra_devices(slices)
+    nodes = tuple(_with_devices(_node(n), devices) for n in listed if not as_dict(n.get("spec")).get("unschedulable"))
     largest: dict[str, int] = {}
     total: dict[str, int] = {}
     for node in nodes:
         for resource, amount in node.allocatable.items():
             largest[resource] = max(largest.get(resource, 0), amount)
             total[resource] = total.get(resource, 0) + amount
-    return NodeIndex(nodes, largest, total)
+    return NodeIndex(nodes, largest, total, frozenset(unbound))
+
+
+def _dra_devices(slices: Listed) -> tuple[dict[str, dict[str, int]], set[str]]:
+    """Per node, per `dra:<driver>`, the devices of the newest generation of each pool; and the drivers with
+    devices not bound to one node."""
+    specs = [as_dict(s.get("spec")) for s in slices]
+    newest: dict[tuple[str, str], int] = {}
+    for spec in specs:
+        key, generation = _pool(spec)
+        newest[key] = max(newest.get(key, generation), generation)
+    per_node: dict[str, dict[str, int]] = {}
+    unbound: set[str] = set()
+    for spec in specs:
+        key, generation = _pool(spec)
+        if generation != newest[key]:
+            continue  # an older generation the driver is replacing
+        driver = key[0]
+        devices = [as_dict(d) for d in spec.get("devices") or () if isinstance(d, Mapping)]
+        for device in devices:
+            node = spec.get("nodeName") if not spec.get("perDeviceNodeSelection") else device.get("nodeName")
+            if isinstance(node, str) and node:
+                counts = per_node.setdefault(node, {})
+                counts[DRA_PREFIX + driver] = counts.get(DRA_PREFIX + driver, 0) + 1
+            else:
+                unbound.add(driver)
+    return per_node, unbound
+
+
+def _pool(spec: Mapping[str, Any]) -> tuple[tuple[str, str], int]:
+    pool = as_dict(spec.get("pool"))
+    generation = pool.get("generation")
+    return (str(spec.get("driver")), str(pool.get("name"))), generation if isinstance(generation, int) else 0
+
+
+def _with_devices(node: Node, devices: dict[str, dict[str, int]]) -> Node:
+    published = devices.get(node.name)
+    return node._replace(allocatable={**node.allocatable, **published}) if published else node
 
 
 def _node(node: Mapping[str, Any]) -> Node:

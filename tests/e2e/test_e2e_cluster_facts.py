@@ -233,3 +233,33 @@ def test_a_job_for_a_kueue_queue_that_does_not_exist_or_has_no_gpu_flavor_is_tol
     missing["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "research"}
     stored = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=missing)
     assert stored.ok and f"[cap-{namespace}/capacity.queue] local queue not found" in stored.stderr, stored
+
+
+def test_a_pod_claiming_more_dra_gpus_than_any_node_publishes_is_refused(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    node_name = f"e2e-dra-{uuid.uuid4().hex[:5]}"
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name, "labels": {"dra": node_name}},
+            "status": {"capacity": {"pods": "110"}, "allocatable": {"pods": "110"}}}
+    cluster.kubectl("create", "-f", "-", stdin=node).check()
+    # as the NVIDIA DRA driver's kubelet plugin publishes a node's GPUs (resource.k8s.io/v1 ResourceSliceSpec)
+    published = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node_name}-gpus"},
+                 "spec": {"driver": "gpu.nvidia.com", "nodeName": node_name,
+                          "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+                          "devices": [{"name": f"gpu-{i}"} for i in range(2)]}}
+    cluster.kubectl("create", "-f", "-", stdin=published).check()
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "four"},
+                "spec": {"spec": {"devices": {"requests": [
+                    {"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 4}}]}}}}
+    cluster.kubectl("create", "-n", namespace, "-f", "-", stdin=template).check()
+    cluster.kubectl("apply", "-f", "-", stdin=capacity_policy(namespace, ("capacity.nodes", "deny"))).check()
+    claimed = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "claims-four"},
+               "spec": {"template": {"spec": {
+                   "restartPolicy": "Never", "nodeSelector": {"dra": node_name},
+                   "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "four"}],
+                   "containers": [{"name": "train", "image": "registry.example/train:1.0",
+                                   "resources": {"claims": [{"name": "gpu"}]}}]}}}}
+    tag = f"[cap-{namespace}/capacity.nodes] no node large enough"
+    until_verdict(cluster, claimed, namespace, denied_with=tag)  # once the watches have the slice and template
+    refused = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=claimed)
+    assert refused.code == 1 and "asks for 4 devices of DRA driver gpu.nvidia.com, but the largest node it may " \
+        "run on has 2" in refused.stderr, refused

@@ -123,7 +123,18 @@ def test_facts_of_a_kind_not_served_are_none_and_said_so():
                          "ClusterTrainingRuntime (trainer.kubeflow.org/v1alpha1) is not served: none in the facts",
                          "LocalQueue (kueue.x-k8s.io/v1beta2) is not served: none in the facts"]
     assert unserved == {"TrainingRuntime", "ClusterTrainingRuntime", "LocalQueue", "ClusterQueue",
-                        "ResourceClaimTemplate", "ResourceClaim", "DeviceClass"}
+                        "ResourceClaimTemplate", "ResourceClaim", "DeviceClass", "ResourceSlice"}
+
+
+def test_a_resource_slice_keeps_where_its_devices_are_and_their_names_only():
+    published = {"metadata": {"name": "n1-gpu", "managedFields": [{}]},
+                 "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 3},
+                          "devices": [{"name": "gpu-0", "attributes": {"uuid": {"string": "GPU-1"}},
+                                       "capacity": {"memory": {"value": "80Gi"}}}]}}
+    assert trim("ResourceSlice", published) == {
+        "kind": "ResourceSlice", "metadata": {"name": "n1-gpu"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 3},
+                 "devices": [{"name": "gpu-0"}]}}
 
 
 def test_a_forbidden_fact_kind_is_an_error_not_an_empty_list():

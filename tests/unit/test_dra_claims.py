@@ -153,9 +153,61 @@ def test_torchrun_processes_are_compared_with_claimed_gpus():
         'container "main" runs torchrun with 8 process(es) per pod but asks for 4 GPU(s)']
 
 
-def test_node_capacity_says_claimed_gpus_were_not_compared_with_nodes():
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
-            "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
-    (result,) = decide(DRA_POD, "capacity.nodes", facts=facts(TEMPLATE, node)).results
-    assert result.unchecked == ("the GPUs the pod claims through DRA are not compared with nodes (ResourceSlices "
-                                "are not in the facts)",)
+def node(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": {"cpu": "64"}}}
+
+
+def resource_slice(node_name: str, devices: int, generation: int = 1, driver: str = "gpu.nvidia.com",
+                   ) -> dict[str, Any]:
+    """A ResourceSlice as a DRA driver's kubelet plugin publishes one (resource.k8s.io/v1 ResourceSliceSpec)."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node_name}-{driver}-{generation}"},
+            "spec": {"driver": driver, "nodeName": node_name,
+                     "pool": {"name": node_name, "generation": generation, "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}}}
+                                 for i in range(devices)]}}
+
+
+def test_without_resource_slices_claimed_gpus_are_said_not_to_be_compared_with_nodes():
+    (result,) = decide(DRA_POD, "capacity.nodes", facts=facts(TEMPLATE, node("n"))).results
+    assert result.unchecked == ("the GPUs the pod claims through DRA are not compared with nodes: the facts hold "
+                                "no ResourceSlices",)
+
+
+def test_a_pod_claiming_more_gpus_than_any_node_publishes_is_refused_with_the_driver():
+    published = facts(TEMPLATE, node("a"), node("b"), resource_slice("a", 2), resource_slice("b", 3))
+    (result,) = decide(DRA_POD, "capacity.nodes", facts=published).results
+    assert [f.detail for f in result.findings] == [
+        "the pod asks for 4 devices of DRA driver gpu.nvidia.com, but the largest node it may run on has 3 "
+        "(2 of 2 nodes match its node selection)"]
+
+
+def test_a_pod_claiming_what_a_node_publishes_passes():
+    published = facts(TEMPLATE, node("a"), resource_slice("a", 8))
+    assert decide(DRA_POD, "capacity.nodes", facts=published).results[0].outcome is Outcome.PASS
+
+
+def test_only_the_newest_generation_of_a_pool_counts():
+    replaced = facts(TEMPLATE, node("a"), resource_slice("a", 8, generation=1), resource_slice("a", 2, generation=2))
+    assert decide(DRA_POD, "capacity.nodes", facts=replaced).results[0].outcome is Outcome.FAIL
+
+
+def test_the_node_selection_limits_the_nodes_whose_devices_count():
+    pinned = change(DRA_POD, "/spec/nodeSelector", {"pool": "small"})
+    published = facts(TEMPLATE, node("a", pool="small"), node("b", pool="big"), resource_slice("a", 2),
+                      resource_slice("b", 8))
+    (result,) = decide(pinned, "capacity.nodes", facts=published).results
+    assert [f.detail for f in result.findings] == [
+        "the pod asks for 4 devices of DRA driver gpu.nvidia.com, but the largest node it may run on has 2 "
+        "(1 of 2 nodes match its node selection)"]
+
+
+def test_devices_not_bound_to_one_node_are_said_not_to_be_compared():
+    network = change(resource_slice("a", 8), "/spec", {"driver": "gpu.nvidia.com", "allNodes": True,
+                                                       "pool": {"name": "fabric", "generation": 1},
+                                                       "devices": [{"name": "gpu-0"}]})
+    (result,) = decide(DRA_POD, "capacity.nodes", facts=facts(TEMPLATE, node("a"), network)).results
+    assert result.outcome is Outcome.SKIP
+    assert result.unchecked == ("the gpu.nvidia.com GPUs the pod claims are not compared with nodes: that driver "
+                                "publishes devices not bound to one node",)

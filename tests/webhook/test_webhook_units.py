@@ -235,7 +235,7 @@ def test_facts_are_known_only_once_every_kind_was_listed():
     facts = WatchedFacts()
     for kind in ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "ResourceQuota",
                  "LimitRange", "PriorityClass", "TrainingRuntime", "ClusterTrainingRuntime", "LocalQueue",
-                 "ClusterQueue", "ResourceClaimTemplate", "ResourceClaim", "DeviceClass"):
+                 "ClusterQueue", "ResourceClaimTemplate", "ResourceClaim", "DeviceClass", "ResourceSlice"):
         facts.replace(kind, [])
         assert facts.known is False
     facts.replace("Node", [node("a")])
