@@ -15,7 +15,7 @@ from typing import Any
 from mlgate.model import pointer
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate.model.kinds import Count, KindSpec, TemplateSource
-from mlgate.model.workload import PodTemplate, Workload, as_dict
+from mlgate.model.workload import PodTemplate, Workload, as_dict, as_list
 from mlgate.workloads.catalog import SHIPPED, KindCatalog
 from mlgate.workloads.renderers import RENDERERS
 from mlgate.workloads.search import unknown_kind_templates
@@ -43,9 +43,17 @@ def extract(
                               "pod counts unchecked; describe it with a WorkloadKind")
     else:
         describe(workload, workload.description, obj, "", kinds=kinds, facts=facts, depth=0)
+        # one of a set of separate objects (a Pod) that a controller made: its owner, judged whole, has the
+        # job-wide counts (a worker's torchrun --nnodes=2 is right in a one-pod object)
+        if workload.gang.groupSpansObjects and _controlled(meta):
+            workload.pods_counted = False
     for template in workload.templates:  # a pod's DRA claims are found in its namespace (rules/claims.py)
         template.namespace, template.facts = workload.namespace or "default", facts
     return workload
+
+
+def _controlled(meta: dict[str, Any]) -> bool:
+    return any(isinstance(r, dict) and r.get("controller") is True for r in as_list(meta.get("ownerReferences")))
 
 
 def describe(workload: Workload, spec: KindSpec, root: dict[str, Any], base: str, *, kinds: KindCatalog,

@@ -180,3 +180,12 @@ def test_a_trainjobs_processes_per_node_match_its_gpus_per_node():
                                               "spec.trainer.numProcPerNode is 8 but the pods ask for 4 GPU(s)")
     assert outcome(trainjob(4), "launch.torchrun") is Outcome.PASS
     assert outcome(trainjob("auto"), "launch.torchrun") is Outcome.PASS
+
+
+def test_a_pod_its_job_made_is_not_judged_as_a_job_of_one_pod():
+    from builders import pod
+    worker = change(pod(), "/spec/containers/0/command", ["torchrun", "--nproc-per-node=1", "--nnodes=2", "train.py"])
+    assert outcome(worker, "launch.torchrun") is Outcome.FAIL  # alone, it is the whole job: one pod, not two
+    owned = change(worker, "/metadata/ownerReferences", [
+        {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "mnist", "uid": "u", "controller": True}])
+    assert outcome(owned, "launch.torchrun") is Outcome.PASS  # one of the PyTorchJob's two: judged on the job
