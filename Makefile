@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lock run test e2e control-plane checks bench bench-webhook bench-reconciler demo clean
+.PHONY: setup lock run test e2e control-plane checks bench bench-webhook bench-reconciler demo demo-cluster clean
 
 setup: $(STAMP)
 
@@ -34,6 +34,11 @@ run: setup
 # the expected verdict here; only 2 (an error) fails the target.
 demo: setup
 	$(BIN)/mlgate validate examples/ ; test $$? -le 1
+
+# Everything at once on a local control plane: etcd + kube-apiserver, the webhook, the reconciler and the audit
+# as child processes; the examples applied with the real kubectl output printed. Ctrl-C stops what it started.
+demo-cluster: setup control-plane
+	$(BIN)/python tools/demo_cluster.py
 
 # The whole suite, the end-to-end tests against a real etcd + kube-apiserver included.
 test: setup control-plane
