@@ -6,7 +6,10 @@
    bucket); `--jobs` TrainingJobs of 4 replicas are created at once. Figures: wall time from the first create to
    every pod and Service existing, and to every status saying Created; API writes per job by verb and kind,
    against the minimum (4 pods + 1 Service + 1 status update = 6; the target is within 20% of it; the finalizer
-   patch and the phase Event are listed apart); the reconcile pass latency p50/p99/max over every pass.
+   patch and the phase Event are listed apart); the reconcile pass latency p50/p99/max over every pass; the API
+   requests the passes sent, per pass by verb (the informers' LIST and WATCH are apart and not counted). Then a
+   steady-state round: every job is queued once more, and the requests of those passes alone are counted
+   (target: no reads beyond the informer caches, no writes).
 2. Memory: `python -m mlgate_reconciler` as its own process while it materializes and then keeps `--memory-jobs`
    jobs (4,000 pods with the default) in its informers; its peak RSS (VmHWM) is the figure (target <= 100 MB).
 The control plane needs `make control-plane` (built binaries are cached).
@@ -34,12 +37,44 @@ from e2e_objects import in_namespace, trainingjob  # noqa: E402
 
 from mlgate.kube.watch import api_get  # noqa: E402
 from mlgate.loading.policies import load_policy_paths  # noqa: E402
-from mlgate_reconciler.client import KubeClient, kube_transport, rate_limited  # noqa: E402
+from mlgate_reconciler.client import (  # noqa: E402
+    PATHS,
+    KubeClient,
+    Transport,
+    collection_path,
+    kube_transport,
+    rate_limited,
+)
 from mlgate_reconciler.controller import Controller  # noqa: E402
 from mlgate_reconciler.metrics import ReconcilerMetrics  # noqa: E402
 
 REPLICAS = 4
 MINIMUM_WRITES = REPLICAS + 1 + 1  # pods + the headless Service + one status update
+
+
+def counted(transport: Transport, namespace: str, seen: Counter[str]) -> Transport:
+    """The transport, counting every request in `seen` by verb and kind ("LIST Pod", "GET TrainingJob")."""
+    kinds = {collection_path(api_version, kind, namespace): kind for api_version, kind in PATHS}
+
+    def send(method: str, path: str, query: dict[str, str], body: Any, content_type: str) -> tuple[int, bytes]:
+        collection = path.rpartition("/")[0]
+        if method == "GET" and path in kinds:
+            what = f"LIST {kinds[path]}"
+        elif path.endswith("/status"):
+            what = f"{method} {kinds.get(collection.rpartition('/')[0], path)} status"
+        else:
+            what = f"{method} {kinds.get(path, kinds.get(collection, path))}"
+        seen[what] += 1
+        return transport(method, path, query, body, content_type)
+
+    return send
+
+
+def per_pass(title: str, seen: Counter[str], passes: int) -> None:
+    total = sum(seen.values())
+    print(f"{title}: {passes} passes, {total} requests, {total / max(passes, 1):.2f} per pass")
+    for what, n in sorted(seen.items()):
+        print(f"  requests/pass {what:<30} {n / max(passes, 1):6.2f}")
 
 
 def make_namespace(admin: KubeClient, name: str) -> None:
@@ -73,7 +108,9 @@ def wait(what: str, probe: Any, timeout: float) -> float:
 def throughput(cluster: ControlPlane, jobs: int, workers: int, qps: float) -> None:
     admin = KubeClient(kube_transport(str(cluster.kubeconfig)))
     make_namespace(admin, "bench")
-    client = KubeClient(rate_limited(kube_transport(str(cluster.kubeconfig)), qps, int(qps)))
+    requests: Counter[str] = Counter()
+    client = KubeClient(rate_limited(counted(kube_transport(str(cluster.kubeconfig)), "bench", requests), qps,
+                                     int(qps)))
     policies = load_policy_paths([REPO / "policies"])
     controller = Controller(client, api_get(str(cluster.kubeconfig), False), policies, ReconcilerMetrics(),
                             namespace="bench", workers=workers, resync=3600)
@@ -96,9 +133,21 @@ def throughput(cluster: ControlPlane, jobs: int, workers: int, qps: float) -> No
                     and count(admin, "Service", "bench") == jobs, 600)
     statuses = wait("every status", lambda: created_statuses(admin, "bench") == jobs, 600)
     time.sleep(3)  # let late watch events run their (write-free) passes
+    materialized, first_passes = Counter(requests), len(durations)
+    steady_writes = Counter(client.writes)
+    for i in range(jobs):  # a steady-state round, as a resync queues every owner
+        controller.queue.add(("TrainingJob", "bench", f"job-{i:04d}"))
+    steady_start = time.perf_counter()
+    wait("the steady-state round", lambda: len(durations) >= first_passes + jobs and not len(controller.queue), 300)
+    steady_end = time.perf_counter()
+    time.sleep(1)
     stop.set()
+    steady = Counter(requests)
+    steady.subtract(materialized)
+    steady_written = Counter(client.writes)
+    steady_written.subtract(steady_writes)
     logging.getLogger("mlgate").setLevel(logging.CRITICAL)  # the watches end noisily when the API server stops
-    writes = Counter(client.writes)
+    writes = steady_writes
     object_writes = sum(n for k, n in writes.items() if k not in ("patch TrainingJob", "create Event"))
     print(f"\n== {jobs} TrainingJobs x {REPLICAS} replicas, {workers} workers, {qps:g} qps ==")
     print(f"creating the jobs (admin client)        {created - start:7.2f} s")
@@ -109,10 +158,13 @@ def throughput(cluster: ControlPlane, jobs: int, workers: int, qps: float) -> No
     print(f"writes/job (pods, services, status)     {object_writes / jobs:7.2f}   minimum {MINIMUM_WRITES}, "
           f"ratio {object_writes / jobs / MINIMUM_WRITES:.2f} (target <= 1.20)")
     print(f"writes/job, all (finalizer, events too) {sum(writes.values()) / jobs:7.2f}")
-    ordered = sorted(durations)
+    ordered = sorted(durations[:first_passes])
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
     print(f"passes {len(ordered)}: p50 {statistics.median(ordered) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
           f"max {ordered[-1] * 1000:.1f} ms")
+    per_pass("requests while materializing", materialized, first_passes)
+    per_pass(f"steady-state round ({steady_end - steady_start:.2f} s)", +steady, len(durations) - first_passes)
+    print(f"  writes in the steady-state round         {sum((+steady_written).values())}")
 
 
 def memory(cluster: ControlPlane, jobs: int, workers: int, qps: float, directory: Path) -> None:

@@ -4,7 +4,7 @@
   `controller: true` (an object that only shares the name is never touched).
 - Missing children are created. A 409 on create means a same-named object exists: it is read, and when it is
   ours after all (our uid, label gone) it is adopted so the drift repair puts the label back; otherwise it is left
-  alone and named in `Outcome.conflicts` with its controller, and the pass asks to look again after
+  alone and named in `PassResult.conflicts` with its controller, and the pass asks to look again after
   CONFLICT_RETRY_SECONDS, not at once (the other object will not go away by itself).
 - Existing children are compared on the fields the reconciler owns (`owned_fields`) and get one merge patch only
   where those differ, carrying the child's resourceVersion (a 409 means someone wrote first: run again).
@@ -14,24 +14,26 @@
   QUANTITY_FIELDS) and nowhere else (an env value "1.5Gi" stays a string).
 - The finalizer `mlgate.dev/cleanup` goes on before anything is created, and comes off only when no child is
   left, so a reconciler that restarts mid-way simply runs the deletion again (deletes are idempotent).
+- Children are read through a `Reader` (cache.py): the API client, or the informers' cache in the controller.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mlgate.rules.common import quantity
 from mlgate.rules.gang_markers import label_value
 
-from .client import ApiError, KubeClient
+from .cache import Reader
+from .client import KubeClient
+from .results import PassResult, on_conflict, requeue_on_conflict
 
 __all__ = [
     "FINALIZER",
     "ChildKey",
-    "Outcome",
     "OwnerKind",
     "create_missing",
     "delete_unwanted",
@@ -63,31 +65,11 @@ class OwnerKind:
     children: tuple[tuple[str, str], ...]  # (apiVersion, kind), in the order they are deleted
 
 
-@dataclass
-class Outcome:
-    """What one pass did (for logs, metrics and tests)."""
-
-    created: list[str] = field(default_factory=list)  # "Pod/llm-worker-0"
-    deleted: list[str] = field(default_factory=list)
-    repaired: list[str] = field(default_factory=list)  # children patched back to the spec
-    restarted: list[str] = field(default_factory=list)  # failed pods deleted to be recreated (backoffLimit)
-    status_written: bool = False
-    finalized: bool = False  # the finalizer was removed (the owner can go)
-    requeue: bool = False  # state moved under us; run again soon
-    requeue_after: float | None = None  # seconds until the owner changes on its own (a deadline, a TTL)
-    conflicts: dict[str, str] = field(default_factory=dict)  # "Service/shared" -> who holds that name instead
-
-    @property
-    def wrote(self) -> bool:
-        return bool(self.created or self.deleted or self.repaired or self.restarted or self.status_written
-                    or self.finalized)
-
-
 def key(obj: dict[str, Any]) -> ChildKey:
     return str(obj.get("apiVersion")), str(obj.get("kind")), str(obj["metadata"]["name"])
 
 
-def owned_children(client: KubeClient, owner: dict[str, Any], kind: OwnerKind,
+def owned_children(reader: Reader, owner: dict[str, Any], kind: OwnerKind,
                    kinds: tuple[tuple[str, str], ...] | None = None) -> dict[ChildKey, dict[str, Any]]:
     """The owner's children of `kinds` (default: every child kind of the owner)."""
     meta = owner["metadata"]
@@ -95,7 +77,7 @@ def owned_children(client: KubeClient, owner: dict[str, Any], kind: OwnerKind,
     uid = meta.get("uid")
     owned: dict[ChildKey, dict[str, Any]] = {}
     for api_version, child_kind in kind.children if kinds is None else kinds:
-        for item in client.list(api_version, child_kind, meta["namespace"], selector):
+        for item in reader.list(api_version, child_kind, meta["namespace"], selector):
             refs = (item.get("metadata") or {}).get("ownerReferences") or []
             if any(ref.get("uid") == uid and ref.get("controller") for ref in refs):
                 item.setdefault("apiVersion", api_version)
@@ -105,28 +87,26 @@ def owned_children(client: KubeClient, owner: dict[str, Any], kind: OwnerKind,
 
 
 def create_missing(client: KubeClient, desired: list[dict[str, Any]], owned: dict[ChildKey, dict[str, Any]],
-                   outcome: Outcome) -> None:
+                   result: PassResult) -> None:
     for child in desired:
         child_key = key(child)
         if child_key in owned:
             continue
-        try:
+        with on_conflict() as conflict:  # a same-named object exists
             owned[child_key] = client.create(child)
-            outcome.created.append(f"{child_key[1]}/{child_key[2]}")
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
-            _conflict(client, child, owned, outcome)
+            result.created.append(f"{child_key[1]}/{child_key[2]}")
+        if conflict.lost:
+            _conflict(client, child, owned, result)
 
 
 def _conflict(client: KubeClient, child: dict[str, Any], owned: dict[ChildKey, dict[str, Any]],
-              outcome: Outcome) -> None:
+              result: PassResult) -> None:
     """A create answered 409: adopt the object when its controller is our owner, else name who holds it."""
     api_version, kind, name = key(child)
     meta = child["metadata"]
     existing = client.get(api_version, kind, meta["namespace"], name)
     if existing is None:  # deleted since: create it next pass
-        outcome.requeue = True
+        result.requeue = True
         return
     uid = next((ref.get("uid") for ref in meta.get("ownerReferences") or []), None)
     controller = _controller(existing)
@@ -136,11 +116,11 @@ def _conflict(client: KubeClient, child: dict[str, Any], owned: dict[ChildKey, d
         owned[(api_version, kind, name)] = existing
         return
     holder = f"{controller.get('kind')} {controller.get('name')!r}" if controller else "no controller"
-    outcome.conflicts[f"{kind}/{name}"] = holder
+    result.conflicts[f"{kind}/{name}"] = holder
     log.warning("%s/%s/%s exists and belongs to %s, not to its owner; leaving it alone", meta["namespace"], kind,
                 name, holder)
-    later = outcome.requeue_after
-    outcome.requeue_after = CONFLICT_RETRY_SECONDS if later is None else min(later, CONFLICT_RETRY_SECONDS)
+    later = result.requeue_after
+    result.requeue_after = CONFLICT_RETRY_SECONDS if later is None else min(later, CONFLICT_RETRY_SECONDS)
 
 
 def _controller(obj: dict[str, Any]) -> dict[str, Any]:
@@ -150,14 +130,14 @@ def _controller(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def delete_unwanted(client: KubeClient, desired: list[dict[str, Any]], owned: dict[ChildKey, dict[str, Any]],
-                    outcome: Outcome) -> None:
+                    result: PassResult) -> None:
     """Delete owned children the spec no longer asks for (e.g. the canary once canaryTrafficPercent is 0)."""
     wanted = {key(child) for child in desired}
     for child_key, child in sorted(owned.items()):
         if child_key in wanted or child["metadata"].get("deletionTimestamp"):
             continue
         if client.delete(child_key[0], child_key[1], child["metadata"]["namespace"], child_key[2]):
-            outcome.deleted.append(f"{child_key[1]}/{child_key[2]}")
+            result.deleted.append(f"{child_key[1]}/{child_key[2]}")
         owned.pop(child_key)
 
 
@@ -232,7 +212,7 @@ def _non_empty(value: Any) -> bool:
 
 
 def repair_drift(client: KubeClient, desired: list[dict[str, Any]], owned: dict[ChildKey, dict[str, Any]],
-                 outcome: Outcome, fields: Callable[[dict[str, Any]], dict[str, Any]] = owned_fields) -> None:
+                 result: PassResult, fields: Callable[[dict[str, Any]], dict[str, Any]] = owned_fields) -> None:
     for child in desired:
         child_key = key(child)
         live = owned.get(child_key)
@@ -244,13 +224,9 @@ def repair_drift(client: KubeClient, desired: list[dict[str, Any]], owned: dict[
             continue
         meta = child["metadata"]
         wanted["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
-        try:
+        with requeue_on_conflict(result, 404):  # 404: deleted meanwhile, created again next pass
             owned[child_key] = client.patch(child_key[0], child_key[1], meta["namespace"], meta["name"], wanted)
-            outcome.repaired.append(f"{child_key[1]}/{child_key[2]}")
-        except ApiError as exc:
-            if exc.status not in (404, 409):
-                raise
-            outcome.requeue = True
+            result.repaired.append(f"{child_key[1]}/{child_key[2]}")
 
 
 # --- finalizer ---------------------------------------------------------------------------------------
@@ -270,45 +246,38 @@ def set_finalizers(client: KubeClient, owner: dict[str, Any], finalizers: list[s
     return client.patch(owner["apiVersion"], owner["kind"], meta["namespace"], meta["name"], patch)
 
 
-def ensure_finalizer(client: KubeClient, owner: dict[str, Any], outcome: Outcome) -> dict[str, Any] | None:
+def ensure_finalizer(client: KubeClient, owner: dict[str, Any], result: PassResult) -> dict[str, Any] | None:
     """The owner with the finalizer on; None when it changed under us (a 409: the pass stops, runs again)."""
     finalizers = list(owner["metadata"].get("finalizers") or [])
     if FINALIZER in finalizers:
         return owner
-    try:
+    with requeue_on_conflict(result):
         return set_finalizers(client, owner, [*finalizers, FINALIZER])
-    except ApiError as exc:
-        if exc.status != 409:
-            raise
-        outcome.requeue = True
-        return None
+    return None
 
 
-def finalize(client: KubeClient, owner: dict[str, Any], kind: OwnerKind, outcome: Outcome,
-             before_release: Callable[[], None] | None = None) -> None:
-    """Delete the children in `kind.children` order; remove the finalizer only once none is left.
-    `before_release` runs after the children are gone and before the finalizer comes off (e.g. releasing a
-    checkpoint claim), so a crash in between repeats it."""
+def finalize(client: KubeClient, owner: dict[str, Any], kind: OwnerKind, result: PassResult, *,
+             before_release: Callable[[], None] | None = None, reader: Reader | None = None) -> None:
+    """Delete the children in `kind.children` order; remove the finalizer only once none is left (asked of the
+    API, not of `reader`: a cache would still hold what was just deleted). `before_release` runs after the
+    children are gone and before the finalizer comes off (e.g. releasing a checkpoint claim), so a crash in
+    between repeats it."""
     meta = owner["metadata"]
     finalizers = list(meta.get("finalizers") or [])
     if FINALIZER not in finalizers:
         return
-    owned = owned_children(client, owner, kind)
+    owned = owned_children(reader or client, owner, kind)
     for api_version, child_kind in kind.children:
         for child_key, child in owned.items():
             if child_key[:2] != (api_version, child_kind) or _terminating(child):
                 continue
             if client.delete(api_version, child_kind, meta["namespace"], child_key[2]):
-                outcome.deleted.append(f"{child_kind}/{child_key[2]}")
+                result.deleted.append(f"{child_kind}/{child_key[2]}")
     if owned_children(client, owner, kind):  # still terminating: keep the finalizer, look again later
-        outcome.requeue = True
+        result.requeue = True
         return
     if before_release is not None:
         before_release()
-    try:
+    with requeue_on_conflict(result, 404):
         set_finalizers(client, owner, [f for f in finalizers if f != FINALIZER])
-        outcome.finalized = True
-    except ApiError as exc:
-        if exc.status not in (404, 409):
-            raise
-        outcome.requeue = True
+        result.finalized = True

@@ -3,7 +3,8 @@
 Requests go to plain resource paths through one `kubernetes.client.ApiClient` (credentials, TLS, token
 refresh); bodies are plain JSON dicts. The generated API classes are not loaded (they cost ~25 MB).
 Every write (create, patch, replace status, delete) is counted in `writes` by verb and kind, so tests and
-benchmarks can check that a second reconcile pass makes zero writes.
+benchmarks can check that a second reconcile pass makes zero writes; its result goes to `observer` (the
+informers' cache, cache.py), so a pass reading from the cache sees its own writes at once.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any, Protocol
 
 from mlgate.kube.watch import ApiError  # one error type for the watch and the requests
 
-__all__ = ["PATHS", "ApiError", "KubeClient", "Transport", "collection_path", "kube_transport", "object_path",
-           "rate_limited"]
+__all__ = ["PATHS", "ApiError", "KubeClient", "Transport", "WriteObserver", "collection_path", "kube_transport",
+           "object_path", "rate_limited"]
 
 REQUEST_TIMEOUT = 30.0
 
@@ -49,6 +50,14 @@ class Transport(Protocol):
                  content_type: str) -> tuple[int, bytes]: ...
 
 
+class WriteObserver(Protocol):
+    """Told what each write did: the object the API answered with, or the name a DELETE removed."""
+
+    def written(self, obj: dict[str, Any]) -> None: ...
+
+    def deleted(self, api_version: str, kind: str, namespace: str, name: str) -> None: ...
+
+
 def collection_path(api_version: str, kind: str, namespace: str) -> str:
     """Namespace "" means every namespace."""
     prefix, plural = PATHS[(api_version, kind)]
@@ -64,6 +73,7 @@ class KubeClient:
     transport: Transport
     writes: Counter[str] = field(default_factory=Counter)  # "create Pod", "patch TrainingJob", ...
     on_write: Callable[[str, str], None] | None = None  # (verb, kind), e.g. for a metric
+    observer: WriteObserver | None = None
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""
@@ -108,18 +118,19 @@ class KubeClient:
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
         path = collection_path(obj["apiVersion"], obj["kind"], meta["namespace"])
-        return self._write("create", obj["kind"], "POST", path, obj)
+        return self._written(self._write("create", obj["kind"], "POST", path, obj))
 
     def patch(self, api_version: str, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """A JSON merge patch; put metadata.resourceVersion in it for an optimistic-concurrency check."""
         path = object_path(api_version, kind, namespace, name)
-        return self._write("patch", kind, "PATCH", path, patch, content_type="application/merge-patch+json")
+        return self._written(self._write("patch", kind, "PATCH", path, patch,
+                                         content_type="application/merge-patch+json"))
 
     def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]:
         """PUT the status subresource; the body's resourceVersion makes a stale write fail with 409."""
         meta = obj["metadata"]
         path = object_path(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"]) + "/status"
-        return self._write("status", obj["kind"], "PUT", path, obj)
+        return self._written(self._write("status", obj["kind"], "PUT", path, obj))
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
         """False when it was already gone."""
@@ -129,7 +140,14 @@ class KubeClient:
             if exc.status == 404:
                 return False
             raise
+        if self.observer is not None:
+            self.observer.deleted(api_version, kind, namespace, name)
         return True
+
+    def _written(self, obj: dict[str, Any]) -> dict[str, Any]:
+        if self.observer is not None:
+            self.observer.written(obj)
+        return obj
 
     def _write(self, verb: str, kind: str, method: str, path: str, body: Any, *,
                content_type: str = "application/json") -> dict[str, Any]:

@@ -3,8 +3,9 @@
 - Informers (mlgate/kube/watch.py's Reflector: LIST then WATCH, relist on 410) watch the owners (TrainingJob,
   InferenceService) and their children, filtered by the label every child carries (`mlgate.dev/job-name`,
   `mlgate.dev/inference-service`). A child's event queues its controlling owner (from its ownerReference), so a
-  deleted pod or a hand-edited Service is repaired within a pass. They keep only names and owner references,
-  never whole objects: memory stays flat with thousands of pods.
+  deleted pod or a hand-edited Service is repaired within a pass. They fill the cache (cache.py) the passes read
+  from, so a steady-state pass sends no request at all; it keeps objects shrunk (no managedFields, a pod without
+  its spec), so memory stays flat with thousands of pods. The client writes through it.
 - Every `resync` seconds every known owner is queued again: a level-triggered safety net for anything missed.
 - The work queue (workqueue.py) deduplicates keys and never hands one key to two workers; `workers` threads run
   passes concurrently, and every API request goes through one token bucket (`qps`, `burst`).
@@ -20,37 +21,38 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from mlgate.engine import PolicySet
-from mlgate.kube.watch import Get, Reflector
+from mlgate.kube.watch import Get, OnEvent, OnReplace, Reflector
 
-from .children import Outcome, OwnerKind
+from .cache import Cache, Collection, Reader, shrink
+from .children import OwnerKind
 from .client import KubeClient, collection_path
 from .inference import INFERENCE, reconcile_inference_service
 from .metrics import ReconcilerMetrics
 from .reconcile import TRAINING, reconcile_training_job
+from .results import PassResult
 from .workqueue import WorkQueue
 
 __all__ = ["OWNERS", "Controller", "Key", "reconcile_once"]
 
 log = logging.getLogger("mlgate.reconciler")
 Key = tuple[str, str, str]  # (owner kind, namespace, name)
-Pass = Callable[[KubeClient, str, str, PolicySet], Outcome]
+
+
+class Pass(Protocol):
+    def __call__(self, client: KubeClient, namespace: str, name: str, policies: PolicySet, *,
+                 reader: Reader | None = None) -> PassResult: ...
+
+
 OWNERS: dict[str, tuple[OwnerKind, Pass]] = {
     "TrainingJob": (TRAINING, reconcile_training_job),
     "InferenceService": (INFERENCE, reconcile_inference_service),
 }
 REQUEUE_SECONDS = 1.0
-
-
-def _names(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """What an informer keeps of an object: its namespace, name and controlling owner."""
-    meta = obj.get("metadata") or {}
-    refs = [ref for ref in meta.get("ownerReferences") or [] if ref.get("controller")]
-    return {"metadata": {"namespace": meta.get("namespace"), "name": meta.get("name"), "ownerReferences": refs}}
 
 
 def reconcile_once(client: KubeClient, policies: PolicySet, namespace: str = "") -> int:
@@ -60,20 +62,20 @@ def reconcile_once(client: KubeClient, policies: PolicySet, namespace: str = "")
         for obj in client.list(owner.api_version, kind, namespace):
             meta = obj.get("metadata") or {}
             try:
-                outcome = run_pass(client, str(meta["namespace"]), str(meta["name"]), policies)
+                result = run_pass(client, str(meta["namespace"]), str(meta["name"]), policies)
             except Exception as exc:  # one broken object or a dropped connection never stops the round
                 errors += 1
                 log.error("reconcile %s %s/%s failed: %s", kind, meta.get("namespace"), meta.get("name"), exc)
                 continue
-            _log_outcome(kind, meta["namespace"], meta["name"], outcome)
+            _log_result(kind, meta["namespace"], meta["name"], result)
     return errors
 
 
-def _log_outcome(kind: str, namespace: str, name: str, outcome: Outcome) -> None:
-    if outcome.wrote:
+def _log_result(kind: str, namespace: str, name: str, result: PassResult) -> None:
+    if result.wrote:
         log.info("%s %s/%s: created %s, deleted %s, repaired %s, restarted %s, status written %s, finalized %s",
-                 kind, namespace, name, outcome.created, outcome.deleted, outcome.repaired, outcome.restarted,
-                 outcome.status_written, outcome.finalized)
+                 kind, namespace, name, result.created, result.deleted, result.repaired, result.restarted,
+                 result.status_written, result.finalized)
 
 
 @dataclass
@@ -90,21 +92,38 @@ class Controller:
     _known: dict[str, set[Key]] = field(default_factory=dict)  # informer kind -> owner keys it listed
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _reflectors: list[Reflector] = field(default_factory=list)
+    cache: Cache = field(init=False)
 
     def __post_init__(self) -> None:
         self.metrics.depth.set_function(lambda: len(self.queue))
+        self.cache = Cache(self.client)
+        self.client.observer = self.cache  # the pass after a write reads it, before its watch event comes
 
     # --- informers ---------------------------------------------------------------------------------
 
     def start_informers(self, stop: threading.Event) -> None:
         for kind, (owner, _) in OWNERS.items():
             path = collection_path(owner.api_version, kind, self.namespace)
-            self._start(Reflector(kind, path, self.get, self._owners_listed, self._owner_event, stop,
-                                  transform=_names))
+            self._start(Reflector(kind, path, self.get, *self._fill((owner.api_version, kind, ""),
+                                  self._owners_listed, self._owner_event), stop, transform=shrink))
             for api_version, child_kind in owner.children:
                 path = collection_path(api_version, child_kind, self.namespace)
-                self._start(Reflector(f"{child_kind} of {kind}", path, self.get, self._children_listed,
-                                      self._child_event, stop, selector=owner.label, transform=_names))
+                self._start(Reflector(f"{child_kind} of {kind}", path, self.get,
+                                      *self._fill((api_version, child_kind, owner.label), self._children_listed,
+                                                  self._child_event), stop, selector=owner.label, transform=shrink))
+
+    def _fill(self, collection: Collection, on_replace: OnReplace, on_event: OnEvent) -> tuple[OnReplace, OnEvent]:
+        """The informer's callbacks, with the cache filled first: the pass a change queues reads it."""
+
+        def replaced(kind: str, items: Sequence[Mapping[str, Any]]) -> None:
+            self.cache.replace(collection, items)
+            on_replace(kind, items)
+
+        def changed(kind: str, event: str, obj: Mapping[str, Any]) -> None:
+            self.cache.event(collection, event, obj)
+            on_event(kind, event, obj)
+
+        return replaced, changed
 
     def _start(self, reflector: Reflector) -> None:
         self._reflectors.append(reflector)
@@ -176,7 +195,7 @@ class Controller:
         run_pass = OWNERS[kind][1]
         started = time.perf_counter()
         try:
-            outcome = run_pass(self.client, namespace, name, self.policies)
+            result = run_pass(self.client, namespace, name, self.policies, reader=self.cache)
         except Exception as exc:  # a bug or a dropped connection: retried with backoff, never fatal
             self.metrics.errors.labels(kind).inc()
             delay = self.queue.retry(key)
@@ -185,8 +204,8 @@ class Controller:
         finally:
             self.metrics.duration.labels(kind).observe(time.perf_counter() - started)
         self.queue.forget(key)
-        _log_outcome(kind, namespace, name, outcome)
-        if outcome.requeue:
+        _log_result(kind, namespace, name, result)
+        if result.requeue:
             self.queue.add_after(key, REQUEUE_SECONDS)
-        elif outcome.requeue_after is not None:
-            self.queue.add_after(key, outcome.requeue_after)
+        elif result.requeue_after is not None:
+            self.queue.add_after(key, result.requeue_after)

@@ -14,6 +14,7 @@ from mlgate.workloads import render
 
 from .desired import child_object, main_container, name_of
 from .model_storage import mount_model, uri_problem
+from .reasons import Reason
 from .runtimes import Catalog, Runtime, active_runtimes, render_template
 
 __all__ = ["COMPONENT_LABEL", "HTTPROUTE_API", "ISVC_LABEL", "canary_split", "desired_inference_children",
@@ -77,7 +78,7 @@ def desired_inference_children(isvc: dict[str, Any], catalog: Catalog | None = N
     return children
 
 
-def inference_problem(isvc: dict[str, Any], catalog: Catalog | None = None) -> tuple[str, str] | None:
+def inference_problem(isvc: dict[str, Any], catalog: Catalog | None = None) -> Reason | None:
     """(reason, message) when the spec cannot be served as written: an unknown runtime, a model URI the
     reconciler cannot fetch."""
     catalog = catalog or active_runtimes()
@@ -85,15 +86,15 @@ def inference_problem(isvc: dict[str, Any], catalog: Catalog | None = None) -> t
     runtime = str(spec.get("runtime"))
     if runtime not in catalog.runtimes:
         known = ", ".join(sorted(catalog.runtimes))
-        return "UnknownRuntime", (f"spec.runtime: runtime {runtime!r} is not configured; use one of: {known} "
-                                  "(or add it to the reconciler's --runtimes file)")
+        return Reason("UnknownRuntime", f"spec.runtime: runtime {runtime!r} is not configured; use one of: {known} "
+                                        "(or add it to the reconciler's --runtimes file)")
     uris = [("spec.modelUri", spec.get("modelUri"))]
     if has_canary(spec) and (spec.get("canary") or {}).get("modelUri"):
         uris.append(("spec.canary.modelUri", spec["canary"]["modelUri"]))
     for field, uri in uris:
         problem = uri_problem(field, str(uri or ""))
         if problem is not None:
-            return "UnsupportedModelUri", problem
+            return Reason("UnsupportedModelUri", problem)
     return None
 
 

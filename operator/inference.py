@@ -1,6 +1,7 @@
 """One level-triggered reconcile of ONE InferenceService: observe, compare with desired.py, fix the difference.
 
-`reconcile_inference_service(client, namespace, name, policies)` follows the TrainingJob pass (children.py):
+`reconcile_inference_service(client, namespace, name, policies)` runs passes.py's skeleton, as the TrainingJob
+pass does, with `InferencePass` (children.py keeps the children):
 1. Read it; gone -> nothing to do. Being deleted -> delete the HPA, the Deployments and the Service, then remove
    the finalizer `mlgate.dev/cleanup` last.
 2. Add the finalizer before creating anything.
@@ -22,8 +23,8 @@
    API CRDs are not installed, as a PodGroup's 404 says a gang scheduler's are missing; a read, not a create
    that would fail on every pass): served, the children include the route; not, they are the pod-ratio ones.
    It is asked on every pass with a canary and no route, so installing the CRDs later switches the split.
-5. Status (`inference_status`, pure), written through the status subresource only when it differs (409: read
-   again and recompute), with an Event for each phase change:
+5. Status (`inference_status`, pure), written by passes.write_status only when it differs (409: the service
+   is read again and its children listed again), with an Event for each phase change (the Ready condition's):
    - `readyReplicas` / `canaryReadyReplicas` from the Deployments' status;
    - `url`: `http://<name>.<namespace>.svc.cluster.local` (the Service listens on port 80) once the Service exists;
    - conditions (one per type, lastTransitionTime moves only on a flip): `Admitted`, `PredictorReady`,
@@ -43,23 +44,22 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from mlgate.engine import PolicySet
 from mlgate.model.facts import ClusterFacts
 
+from .cache import Reader
 from .children import (
     ChildKey,
-    Outcome,
     OwnerKind,
     delete_unwanted,
-    ensure_finalizer,
-    finalize,
     owned_children,
     owned_fields,
     repair_drift,
 )
-from .client import ApiError, KubeClient
+from .client import KubeClient
 from .desired_inference import (
     COMPONENT_LABEL,
     HTTPROUTE_API,
@@ -69,61 +69,79 @@ from .desired_inference import (
     has_canary,
     inference_problem,
 )
-from .events import record_event
+from .passes import Context, Converged, Plan, Written, run_pass
 from .preflight import invalid_name, namespace_facts, violation
+from .reasons import ConditionState, Reason
 from .refusals import (
     INVALID_NAME,
     POLICY_VIOLATION,
     Refusals,
-    Verdict,
     create_children,
     create_stall,
     stall_backoff,
-    stall_event,
 )
+from .results import PassResult
 from .runtimes import Catalog, active_runtimes
-from .status import STALLED, now_rfc3339, set_condition
+from .status import STALLED, condition, now_rfc3339, set_condition
 
-__all__ = ["INFERENCE", "ISVC_API", "ISVC_KIND", "inference_status", "reconcile_inference_service"]
+__all__ = ["INFERENCE", "ISVC_API", "ISVC_KIND", "InferencePass", "inference_status", "reconcile_inference_service"]
 
 ISVC_API, ISVC_KIND = "mlgate.dev/v1alpha1", "InferenceService"
 INFERENCE = OwnerKind(ISVC_API, ISVC_KIND, ISVC_LABEL, (  # deleted in this order: the route, then the HPA
     (HTTPROUTE_API, "HTTPRoute"), ("autoscaling/v2", "HorizontalPodAutoscaler"), ("apps/v1", "Deployment"),
     ("v1", "Service")))
-STATUS_RETRIES = 5
 ROUTE_SPEC = ("parentRefs", "rules")  # what the reconciler keeps equal on its HTTPRoute
 SPLIT_TOLERANCE = 5  # percentage points the pod-ratio split may differ from the asked one before it is said
 FAILING_CONDITIONS = {"ReplicaFailure": "True", "Progressing": "False"}  # Deployment condition -> failing status
 
 
 def reconcile_inference_service(client: KubeClient, namespace: str, name: str, policies: PolicySet, *,
-                                facts: ClusterFacts | None = None,
-                                now: Callable[[], str] = now_rfc3339, runtimes: Catalog | None = None) -> Outcome:
-    outcome = Outcome()
-    catalog = runtimes or active_runtimes()
-    isvc = client.get(ISVC_API, ISVC_KIND, namespace, name)
-    if isvc is None:
-        return outcome
-    if isvc["metadata"].get("deletionTimestamp"):
-        finalize(client, isvc, INFERENCE, outcome)
-        return outcome
-    with_finalizer = ensure_finalizer(client, isvc, outcome)
-    if with_finalizer is None:
-        return outcome
-    isvc = with_finalizer
-    owned = owned_children(client, isvc, INFERENCE)
-    refused = _gate(client, isvc, owned, policies, facts) or inference_problem(isvc, catalog)
-    desired = [] if refused else desired_inference_children(isvc, catalog, routed=_routed(client, isvc, owned))
-    if not refused:
-        delete_unwanted(client, desired, owned, outcome)
-    refusals = create_children(client, desired, owned, outcome)
-    repair_drift(client, desired, owned, outcome, fields=_fields_for(desired))
-    status = _write_status(client, isvc, owned, refused, stall=create_stall(_stalling(refusals), "service"),
-                           now=now, outcome=outcome)
-    wait = stall_backoff(status, now())
-    if wait is not None:  # replaces the conflict's 30 s: the wait grows while the service stays stalled
-        outcome.requeue_after = wait
-    return outcome
+                                facts: ClusterFacts | None = None, now: Callable[[], str] = now_rfc3339,
+                                runtimes: Catalog | None = None, reader: Reader | None = None) -> PassResult:
+    return run_pass(InferencePass(runtimes or active_runtimes()), client, namespace, name, policies, facts=facts,
+                    now=now, reader=reader)
+
+
+@dataclass(frozen=True)
+class InferencePass:
+    """The InferenceService as passes.run_pass sees it."""
+
+    catalog: Catalog
+    kind: OwnerKind = field(default=INFERENCE)
+
+    def plan(self, ctx: Context, owner: dict[str, Any]) -> Plan:
+        owned = owned_children(ctx.reader, owner, INFERENCE)
+        refused = _gate(ctx, owner, owned) or inference_problem(owner, self.catalog)
+        routed = not refused and _routed(ctx.client, owner, owned)
+        desired = [] if refused else desired_inference_children(owner, self.catalog, routed=routed)
+        return Plan(owner, refused, desired, owned)
+
+    def replan(self, ctx: Context, fresh: dict[str, Any], plan: Plan) -> Plan:
+        """The verdict and the desired children stay this pass's; only what is observed is read again."""
+        return Plan(fresh, plan.verdict, plan.desired, owned_children(ctx.reader, fresh, INFERENCE))
+
+    def converge(self, ctx: Context, plan: Plan, result: PassResult) -> Converged:
+        if not plan.verdict:
+            delete_unwanted(ctx.client, plan.desired, plan.owned, result)
+        refusals = create_children(ctx.client, plan.desired, plan.owned, result)
+        repair_drift(ctx.client, plan.desired, plan.owned, result, fields=_fields_for(plan.desired))
+        return Converged(plan, refusals)
+
+    def status(self, plan: Plan, refusals: Refusals, result: PassResult, stamp: str) -> dict[str, Any]:
+        return inference_status(plan.owner.get("status"), plan.owner, plan.owned, plan.verdict, stamp,
+                                stall=create_stall(_stalling(refusals), "service"))
+
+    def phase_event(self, status: dict[str, Any]) -> Reason | None:
+        ready = condition(status, "Ready") or {}
+        return Reason(str(ready.get("reason") or status["phase"]), str(ready.get("message") or status["phase"]))
+
+    def settle(self, ctx: Context, written: Written, result: PassResult) -> None:
+        wait = stall_backoff(written.status, ctx.now())
+        if wait is not None:  # replaces the conflict's 30 s: the wait grows while the service stays stalled
+            result.requeue_after = wait
+
+    def release(self, ctx: Context, owner: dict[str, Any], result: PassResult) -> None:
+        return None  # every child is listed, so finalize deleted them all
 
 
 def _routed(client: KubeClient, isvc: dict[str, Any], owned: dict[ChildKey, dict[str, Any]]) -> bool:
@@ -141,19 +159,17 @@ def _stalling(refusals: Refusals) -> Refusals:
     return Refusals(refused={**refusals.refused, **quota}, conflicts=refusals.conflicts)
 
 
-def _gate(client: KubeClient, isvc: dict[str, Any], owned: dict[ChildKey, dict[str, Any]], policies: PolicySet,
-          facts: ClusterFacts | None) -> Verdict | None:
+def _gate(ctx: Context, isvc: dict[str, Any], owned: dict[ChildKey, dict[str, Any]]) -> Reason | None:
     """The pre-flight verdict while nothing is materialized (or the service stays refused); None otherwise."""
-    admitted = _condition(isvc.get("status") or {}, "Admitted")
+    admitted = condition(isvc.get("status") or {}, "Admitted")
     if owned and (admitted or {}).get("status") != "False":
         return None
     bad_name = invalid_name(isvc)
     if bad_name is not None:  # before the namespace GET: a name never changes, whatever the policies say
-        return INVALID_NAME, bad_name
-    if facts is None:
-        facts = namespace_facts(client, isvc["metadata"]["namespace"])
-    found = violation(isvc, policies, facts)
-    return None if found is None else (POLICY_VIOLATION, found)
+        return Reason(INVALID_NAME, bad_name)
+    facts = ctx.facts if ctx.facts is not None else namespace_facts(ctx.client, isvc["metadata"]["namespace"])
+    found = violation(isvc, ctx.policies, facts)
+    return None if found is None else Reason(POLICY_VIOLATION, found)
 
 
 def _fields_for(desired: list[dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -175,7 +191,7 @@ def _fields_for(desired: list[dict[str, Any]]) -> Callable[[dict[str, Any]], dic
 
 
 def inference_status(old: dict[str, Any] | None, isvc: dict[str, Any], owned: dict[ChildKey, dict[str, Any]],
-                     refused: Verdict | None, now: str, *, stall: tuple[str, str] | None = None) -> dict[str, Any]:
+                     refused: Reason | None, now: str, *, stall: Reason | None = None) -> dict[str, Any]:
     """The new `.status` (pure): equal to `old` when nothing observed changed, so nothing is written. `refused`:
     the pre-flight's (reason, message); `stall`: refusals.create_stall's, when a child could not be created."""
     status = copy.deepcopy(old or {})
@@ -198,17 +214,19 @@ def inference_status(old: dict[str, Any] | None, isvc: dict[str, Any], owned: di
         verdicts = [_component(deployments.get(component), component, wanted) for _, component in components]
         for (kind, _), (value, reason, message) in zip(components, verdicts, strict=True):
             conditions = set_condition(conditions, kind, value, reason, message, now=now)
-        failing = next((v for v in verdicts if v[0] == "False" and v[1] not in ("NotCreated", "NoReadyReplicas")),
-                       None)
-        not_ready = next((v for v in verdicts if v[0] != "True"), None)
-        ready = ("False", *not_ready[1:]) if not_ready else ("True", "ComponentsReady", "every component is ready")
+        failing = next((v for v in verdicts
+                        if v.status == "False" and v.reason not in ("NotCreated", "NoReadyReplicas")), None)
+        not_ready = next((v for v in verdicts if v.status != "True"), None)
+        ready = (not_ready._replace(status="False") if not_ready
+                 else ConditionState("True", "ComponentsReady", "every component is ready"))
         conditions = set_condition(conditions, "Ready", *ready, now=now)
         phase = "Failed" if failing else "Ready" if not_ready is None else "Pending"
         status["readyReplicas"] = _ready(deployments.get("predictor"))
         if canary:
             status["canaryReadyReplicas"] = _ready(deployments.get("canary"))
-            status["canary"], split = _canary_split(spec, deployments, _route(owned))
-            conditions = set_condition(conditions, "CanarySplitExact", *split, now=now)
+            split = _canary_split(spec, deployments, _route(owned))
+            status["canary"] = split.canary
+            conditions = set_condition(conditions, "CanarySplitExact", *split.exact, now=now)
         else:
             status.pop("canaryReadyReplicas", None)
             status.pop("canary", None)
@@ -216,7 +234,7 @@ def inference_status(old: dict[str, Any] | None, isvc: dict[str, Any], owned: di
             status["url"] = f"http://{meta['name']}.{meta['namespace']}.svc.cluster.local"
     if stall is not None:
         conditions = set_condition(conditions, STALLED, "True", *stall, now=now)
-    elif (_condition({"conditions": conditions}, STALLED) or {}).get("status") == "True":
+    elif (condition({"conditions": conditions}, STALLED) or {}).get("status") == "True":
         conditions = set_condition(conditions, STALLED, "False", "Progressing", "nothing holds the service up",
                                    now=now)
     status.update({"conditions": conditions, "phase": phase})
@@ -225,37 +243,42 @@ def inference_status(old: dict[str, Any] | None, isvc: dict[str, Any], owned: di
     return status
 
 
-def _component(deployment: dict[str, Any] | None, component: str, wanted: dict[str, int]) -> tuple[str, str, str]:
-    """(condition status, reason, message) of one Deployment; `wanted`: replicas per component (the split)."""
+def _component(deployment: dict[str, Any] | None, component: str, wanted: dict[str, int]) -> ConditionState:
+    """The readiness of one Deployment; `wanted`: replicas per component (the split)."""
     if wanted[component] == 0 and any(wanted.values()):  # the others take all traffic: nothing to wait for
-        return "True", "NoTrafficShare", (f"the traffic split gives the {component} 0 replicas "
-                                          "(canaryTrafficPercent); the other component serves all traffic")
+        return ConditionState("True", "NoTrafficShare", f"the traffic split gives the {component} 0 replicas "
+                                                        "(canaryTrafficPercent); the other component serves all "
+                                                        "traffic")
     if deployment is None:
-        return "False", "NotCreated", f"the {component} Deployment does not exist yet"
-    for condition in (deployment.get("status") or {}).get("conditions") or []:
-        if FAILING_CONDITIONS.get(str(condition.get("type"))) == condition.get("status"):
-            message = str(condition.get("message") or condition.get("reason") or "")
-            reason = "QuotaExceeded" if "exceeded quota" in message else str(condition.get("reason") or "Failing")
-            return "False", reason, f"{deployment['metadata']['name']}: {message}"
+        return ConditionState("False", "NotCreated", f"the {component} Deployment does not exist yet")
+    for found in (deployment.get("status") or {}).get("conditions") or []:
+        if FAILING_CONDITIONS.get(str(found.get("type"))) == found.get("status"):
+            message = str(found.get("message") or found.get("reason") or "")
+            reason = "QuotaExceeded" if "exceeded quota" in message else str(found.get("reason") or "Failing")
+            return ConditionState("False", reason, f"{deployment['metadata']['name']}: {message}")
     ready = _ready(deployment)
     if ready < 1:
-        return "False", "NoReadyReplicas", f"the {component} Deployment has no ready replica yet"
-    return "True", "ReplicasReady", f"{ready} {component} replica(s) ready"
+        return ConditionState("False", "NoReadyReplicas", f"the {component} Deployment has no ready replica yet")
+    return ConditionState("True", "ReplicasReady", f"{ready} {component} replica(s) ready")
 
 
 def _route(owned: dict[ChildKey, dict[str, Any]]) -> dict[str, Any] | None:
     return next((c for k, c in owned.items() if k[:2] == (HTTPROUTE_API, "HTTPRoute")), None)
 
 
+class Split(NamedTuple):
+    canary: dict[str, Any]  # status.canary
+    exact: ConditionState  # the CanarySplitExact condition
+
+
 def _canary_split(spec: dict[str, Any], deployments: dict[str, dict[str, Any]],
-                  route: dict[str, Any] | None) -> tuple[dict[str, Any], tuple[str, str, str]]:
-    """(status.canary, the CanarySplitExact condition's status, reason and message)."""
+                  route: dict[str, Any] | None) -> Split:
     asked = int(spec["canaryTrafficPercent"])
     if route is not None:
         name = route["metadata"]["name"]
-        return ({"trafficPercent": asked, "requestedPercent": asked, "split": "HTTPRoute"},
-                ("True", "HTTPRoute", f"HTTPRoute {name!r} sends {asked}% of requests to the canary "
-                                      f"(backend weights {100 - asked}/{asked})"))
+        return Split({"trafficPercent": asked, "requestedPercent": asked, "split": "HTTPRoute"},
+                     ConditionState("True", "HTTPRoute", f"HTTPRoute {name!r} sends {asked}% of requests to the "
+                                                         f"canary (backend weights {100 - asked}/{asked})"))
     ready = {c: _ready(deployments.get(c)) for c in ("predictor", "canary")}
     pods = ready if sum(ready.values()) else dict(zip(("predictor", "canary"), canary_split(spec), strict=True))
     total = sum(pods.values())
@@ -264,51 +287,12 @@ def _canary_split(spec: dict[str, Any], deployments: dict[str, dict[str, Any]],
     share = (f"the pod ratio sends {realized}% of connections to the canary ({pods['canary']} of {total} "
              f"{counted}); {asked}% was asked")
     if abs(realized - asked) > SPLIT_TOLERANCE:
-        verdict = ("False", "PodRatio", f"{share}: install the Gateway API CRDs (HTTPRoute) for an exact split, "
-                                        "or raise scaling.minReplicas")
+        exact = ConditionState("False", "PodRatio", f"{share}: install the Gateway API CRDs (HTTPRoute) for an "
+                                                    "exact split, or raise scaling.minReplicas")
     else:
-        verdict = ("True", "PodRatio", share)
-    return {"trafficPercent": realized, "requestedPercent": asked, "split": "PodRatio"}, verdict
+        exact = ConditionState("True", "PodRatio", share)
+    return Split({"trafficPercent": realized, "requestedPercent": asked, "split": "PodRatio"}, exact)
 
 
 def _ready(deployment: dict[str, Any] | None) -> int:
     return int(((deployment or {}).get("status") or {}).get("readyReplicas") or 0)
-
-
-def _condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
-
-
-def _write_status(client: KubeClient, isvc: dict[str, Any], owned: dict[ChildKey, dict[str, Any]],
-                  refused: Verdict | None, *, stall: tuple[str, str] | None, now: Callable[[], str],
-                  outcome: Outcome) -> dict[str, Any]:
-    """The status now stored (as last read when every write lost a race)."""
-    for _ in range(STATUS_RETRIES):
-        old = isvc.get("status") or {}
-        stamp = now()
-        new = inference_status(old, isvc, owned, refused, stamp, stall=stall)
-        if new == old:
-            return new
-        try:
-            client.replace_status({**isvc, "status": new})
-            outcome.status_written = True
-            announced = None
-            if new.get("phase") != old.get("phase"):
-                ready = _condition(new, "Ready") or {}
-                announced = str(ready.get("reason") or new["phase"])
-                record_event(client, isvc, announced, str(ready.get("message") or new["phase"]),
-                             warning=new["phase"] == "Failed", stamp=stamp)
-            stall_event(client, isvc, old, new, stamp, announced=announced)
-            return new
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
-        meta = isvc["metadata"]
-        fresh = client.get(ISVC_API, ISVC_KIND, meta["namespace"], meta["name"])
-        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
-            return old
-        isvc = fresh
-        owned = owned_children(client, isvc, INFERENCE)
-    outcome.requeue = True
-    return isvc.get("status") or {}
-

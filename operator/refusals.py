@@ -8,7 +8,7 @@ the API refused into `Refusals`:
 - `unserved`: a PodGroup whose kind the API server does not serve (404: the gang scheduler's CRDs are missing);
 - `refused`: any other 4xx in REFUSED (invalid, forbidden by admission, too large): "<status>: <message>";
 - `conflicts`: a 409 from a same-named object someone else controls (children.create_missing reads it).
-Quota and unserved kinds ask for a prompt retry (`outcome.requeue`): they clear by themselves. The last two make
+Quota and unserved kinds ask for a prompt retry (`PassResult.requeue`): they clear by themselves. The last two make
 `create_stall`'s Stalled/ChildRefused or Stalled/NameConflict; `stalled_on` puts it into a status,
 `stall_event` records a Warning Event when it flips, and `stall_backoff` spaces the retries out: as long as
 the owner has been stalled, 5 s to 5 min, never every second (a fix needs a person).
@@ -19,13 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .children import ChildKey, Outcome, create_missing
+from .children import ChildKey, create_missing
 from .client import ApiError, KubeClient
 from .events import record_event
+from .reasons import Reason
+from .results import PassResult
 from .status import STALLED, condition, parse_time, set_condition
 
 __all__ = ["CHILD_REFUSED", "INVALID_NAME", "NAME_CONFLICT", "POLICY_VIOLATION", "QUOTA_REFUSALS", "REFUSED",
-           "STALL_BACKOFF", "Refusals", "Verdict", "create_children", "create_stall", "stall_backoff",
+           "STALL_BACKOFF", "Refusals", "create_children", "create_stall", "stall_backoff",
            "stall_event", "stalled_on"]
 
 # in the ResourceQuota admission plugin's 403 messages: over the quota, or a pod without the requests or
@@ -35,7 +37,6 @@ REFUSED = (400, 403, 404, 413, 422)  # creates the API refuses for good until so
 POLICY_VIOLATION, INVALID_NAME = "PolicyViolation", "InvalidName"  # pre-flight reasons of the Failed condition
 NAME_CONFLICT, CHILD_REFUSED = "NameConflict", "ChildRefused"  # Stalled reasons this module sets
 STALL_BACKOFF = (5.0, 300.0)  # seconds: the first retry of a refused create, and the longest wait
-Verdict = tuple[str, str]  # (reason, message) of a pre-flight refusal
 
 
 @dataclass
@@ -49,14 +50,14 @@ class Refusals:
 
 
 def create_children(client: KubeClient, desired: list[dict[str, Any]], owned: dict[ChildKey, dict[str, Any]],
-                    outcome: Outcome) -> Refusals:
+                    result: PassResult) -> Refusals:
     """Create the missing children one by one; those the API refuses (see the module) are returned, and the
     others still created. Any other error (5xx, 429) raises: the pass is retried as a whole."""
     refused = Refusals()
     for child in desired:
         child_name = f"{child['kind']}/{child['metadata']['name']}"
         try:
-            create_missing(client, [child], owned, outcome)
+            create_missing(client, [child], owned, result)
         except ApiError as exc:
             message = exc.message
             if exc.status == 403 and any(refusal in message for refusal in QUOTA_REFUSALS):
@@ -68,25 +69,25 @@ def create_children(client: KubeClient, desired: list[dict[str, Any]], owned: di
                 continue
             else:
                 raise
-            outcome.requeue = True  # quota may free up, CRDs may be installed: look again later
-    refused.conflicts = dict(outcome.conflicts)
+            result.requeue = True  # quota may free up, CRDs may be installed: look again later
+    refused.conflicts = dict(result.conflicts)
     return refused
 
 
-def create_stall(refusals: Refusals, owner: str = "job") -> tuple[str, str] | None:
+def create_stall(refusals: Refusals, owner: str = "job") -> Reason | None:
     """(reason, message) for the Stalled condition when a create was refused for good or hit a name conflict;
     `owner` names the owner in the advice ("job", "service")."""
     if refusals.conflicts:
         held = "; ".join(f"{_child(name)} exists and belongs to {holder}"
                          for name, holder in sorted(refusals.conflicts.items()))
-        return NAME_CONFLICT, (f"{held}, not to this {owner}: rename the {owner}, or delete or rename the other "
-                               "object; retried with a backoff")
+        return Reason(NAME_CONFLICT, f"{held}, not to this {owner}: rename the {owner}, or delete or rename the "
+                                     "other object; retried with a backoff")
     if refusals.refused:
         first = sorted(refusals.refused)[0]
         others = f" (and {len(refusals.refused) - 1} more)" if len(refusals.refused) > 1 else ""
-        return CHILD_REFUSED, (f"{_child(first)}{others} could not be created: {refusals.refused[first]}; fix the "
-                               f"{owner}'s spec, or what refuses it (an admission webhook or policy); retried with "
-                               "a backoff")
+        return Reason(CHILD_REFUSED, f"{_child(first)}{others} could not be created: {refusals.refused[first]}; "
+                                     f"fix the {owner}'s spec, or what refuses it (an admission webhook or policy); "
+                                     "retried with a backoff")
     return None
 
 
@@ -107,7 +108,7 @@ def stall_backoff(status: dict[str, Any], now: str) -> float | None:
     return min(high, max(low, elapsed))
 
 
-def stalled_on(old: dict[str, Any], new: dict[str, Any], cause: tuple[str, str], stamp: str) -> dict[str, Any]:
+def stalled_on(old: dict[str, Any], new: dict[str, Any], cause: Reason, stamp: str) -> dict[str, Any]:
     """`new` with Stalled True for `cause`, its lastTransitionTime kept from `old` while it stays True (the
     status computation knows only the causes it observes, and would flip it to False in between)."""
     before = [c for c in old.get("conditions") or [] if c.get("type") == STALLED]

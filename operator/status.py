@@ -57,6 +57,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .desired import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
+from .reasons import Reason
 
 __all__ = ["STALLED", "Observation", "compute_status", "condition", "expected_pods", "now_rfc3339", "parse_time",
            "replica_statuses", "set_condition", "stall", "success_roles"]
@@ -188,11 +189,10 @@ def _conditions(phase: str, reason: str, message: str, status: dict[str, Any],
 
 # --- Stalled -------------------------------------------------------------------------------------------
 
-Cause = tuple[str, str]  # (reason, message)
 Pull = tuple[str, str, str, str, str]  # (pod, container, waiting reason, kubelet message, image)
 
 
-def stall(seen: Observation) -> Cause | None:
+def stall(seen: Observation) -> Reason | None:
     """What holds the job up (the first cause in the module's order), or None."""
     for check in (_quota, _gang_missing, _gang, _unschedulable, _image_pull):
         cause = check(seen)
@@ -201,7 +201,7 @@ def stall(seen: Observation) -> Cause | None:
     return None
 
 
-def _stalled(conditions: list[dict[str, Any]], cause: Cause | None, now: str) -> list[dict[str, Any]]:
+def _stalled(conditions: list[dict[str, Any]], cause: Reason | None, now: str) -> list[dict[str, Any]]:
     if cause is not None:
         return set_condition(conditions, STALLED, "True", cause[0], cause[1], now=now)
     if any(c.get("type") == STALLED for c in conditions):
@@ -209,33 +209,33 @@ def _stalled(conditions: list[dict[str, Any]], cause: Cause | None, now: str) ->
     return conditions
 
 
-def _quota(seen: Observation) -> Cause | None:
+def _quota(seen: Observation) -> Reason | None:
     if not seen.quota_denied:
         return None
     refused = sorted(seen.quota_denied)
     objects = ", ".join(f"{kind} {name!r}" for kind, _, name in (child.partition("/") for child in refused))
     message = seen.quota_denied[refused[0]]
     if "must specify" in message:
-        return "QuotaNeedsResources", (f"{objects} could not be created: {message}; set spec.resources.cpu and "
-                                       "spec.resources.memory (pods get them as requests and limits), or add a "
-                                       "LimitRange that defaults them")
-    return "QuotaExceeded", (f"{objects} could not be created: {message}; raise the "
-                             f"namespace's ResourceQuota or lower the job's replicas or resources")
+        return Reason("QuotaNeedsResources", f"{objects} could not be created: {message}; set spec.resources.cpu and "
+                                             "spec.resources.memory (pods get them as requests and limits), or add a "
+                                             "LimitRange that defaults them")
+    return Reason("QuotaExceeded", f"{objects} could not be created: {message}; raise the "
+                                   f"namespace's ResourceQuota or lower the job's replicas or resources")
 
 
 SCHEDULER_PROJECTS = {"scheduling.volcano.sh": "Volcano", "scheduling.x-k8s.io": "scheduler-plugins (coscheduling)"}
 
 
-def _gang_missing(seen: Observation) -> Cause | None:
+def _gang_missing(seen: Observation) -> Reason | None:
     if not seen.unserved:
         return None
     child = sorted(seen.unserved)[0]
     kind, _, name = child.partition("/")
     api_version = seen.unserved[child]
     project = SCHEDULER_PROJECTS.get(api_version.partition("/")[0], "the gang scheduler")
-    return "GangSchedulerMissing", (f"{kind} {name!r} could not be created: the API server does not serve "
-                                    f"{api_version} {kind}s; install {project}, its CRDs and scheduler, or set "
-                                    "spec.scheduling.gang to false")
+    return Reason("GangSchedulerMissing", f"{kind} {name!r} could not be created: the API server does not serve "
+                                          f"{api_version} {kind}s; install {project}, its CRDs and scheduler, or set "
+                                          "spec.scheduling.gang to false")
 
 
 def _waiting(seen: Observation) -> list[tuple[str, str, str]]:
@@ -265,7 +265,7 @@ def _blocked_group(podgroups: list[dict[str, Any]]) -> tuple[dict[str, Any], dic
     return None
 
 
-def _gang(seen: Observation) -> Cause | None:
+def _gang(seen: Observation) -> Reason | None:
     if not seen.podgroups:
         return None
     waiting, blocked = _waiting(seen), _blocked_group(seen.podgroups)
@@ -281,17 +281,17 @@ def _gang(seen: Observation) -> Cause | None:
         group = seen.podgroups[0]
         detail = next((message for _, reason, message in waiting if reason == "Unschedulable"), waiting[0][2])
     size = (group.get("spec") or {}).get("minMember")
-    return "GangUnschedulable", (f"the gang (PodGroup {_name(group)!r}, minMember {size}) cannot be scheduled "
-                                 f"together; {_pods(names)} wait: {detail}; free room for {size} pods at once, or "
-                                 f"lower the job's replicas or resources")
+    return Reason("GangUnschedulable", f"the gang (PodGroup {_name(group)!r}, minMember {size}) cannot be "
+                                       f"scheduled together; {_pods(names)} wait: {detail}; free room for {size} "
+                                       "pods at once, or lower the job's replicas or resources")
 
 
-def _unschedulable(seen: Observation) -> Cause | None:
+def _unschedulable(seen: Observation) -> Reason | None:
     refused = [(name, message) for name, reason, message in _waiting(seen) if reason == "Unschedulable"]
     if not refused:
         return None
-    return "Unschedulable", (f"{_pods([name for name, _ in refused])} cannot be scheduled: {refused[0][1]}; free "
-                             f"capacity or lower the job's resources, or relax its node selector and tolerations")
+    return Reason("Unschedulable", f"{_pods([name for name, _ in refused])} cannot be scheduled: {refused[0][1]}; free "
+                                   f"capacity or lower the job's resources, or relax its node selector and tolerations")
 
 
 def _pull_failures(pods: list[dict[str, Any]]) -> list[Pull]:
@@ -318,9 +318,9 @@ def _pull_message(pulls: list[Pull]) -> str:
     return f"{pods} cannot pull image{shown} (container {container!r} of {pod!r}: {reason}: {message}); {advice}"
 
 
-def _image_pull(seen: Observation) -> Cause | None:
+def _image_pull(seen: Observation) -> Reason | None:
     pulls = _pull_failures(seen.pods)
-    return ("ImagePullFailed", _pull_message(pulls)) if pulls else None
+    return Reason("ImagePullFailed", _pull_message(pulls)) if pulls else None
 
 
 def _pods(names: list[str]) -> str:

@@ -6,10 +6,11 @@ from control_plane import ControlPlane
 
 from mlgate.engine import PolicySet
 from mlgate_reconciler.client import KubeClient, Transport
-from mlgate_reconciler.reconcile import Outcome, reconcile_training_job
+from mlgate_reconciler.reconcile import reconcile_training_job
+from mlgate_reconciler.results import PassResult
 
 
-def reconcile(transport: Transport, policies: PolicySet, namespace: str, name: str = "llm") -> tuple[Outcome,
+def reconcile(transport: Transport, policies: PolicySet, namespace: str, name: str = "llm") -> tuple[PassResult,
                                                                                                       KubeClient]:
     """One pass with a fresh client, so `client.writes` counts this pass's writes only."""
     client = KubeClient(transport)

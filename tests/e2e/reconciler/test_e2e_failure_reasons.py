@@ -15,7 +15,8 @@ from reconciler_steps import names
 
 from mlgate.engine import PolicySet
 from mlgate_reconciler.client import KubeClient, Transport
-from mlgate_reconciler.reconcile import Outcome, reconcile_training_job
+from mlgate_reconciler.reconcile import reconcile_training_job
+from mlgate_reconciler.results import PassResult
 
 pytestmark = pytest.mark.e2e
 WAIT = 20.0
@@ -32,7 +33,7 @@ def create(cluster: ControlPlane, namespace: str, obj: dict[str, Any]) -> None:
     cluster.kubectl("create", "-f", "-", stdin=in_namespace(obj, namespace)).check()
 
 
-def reconcile(transport: Transport, policies: PolicySet, namespace: str, name: str = "llm") -> Outcome:
+def reconcile(transport: Transport, policies: PolicySet, namespace: str, name: str = "llm") -> PassResult:
     return reconcile_training_job(KubeClient(transport), namespace, name, policies)
 
 
@@ -231,7 +232,7 @@ def claim_deleted(cluster: ControlPlane, namespace: str, name: str) -> bool:
 
 
 def delete_job(cluster: ControlPlane, transport: Transport, policies: PolicySet, namespace: str,
-               name: str) -> Outcome:
+               name: str) -> PassResult:
     cluster.kubectl("delete", "trainingjob", name, "-n", namespace, "--wait=false").check()
     outcome = reconcile(transport, policies, namespace, name)
     assert outcome.finalized

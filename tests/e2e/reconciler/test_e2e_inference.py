@@ -12,9 +12,10 @@ from e2e_objects import example, in_namespace
 from reconciler_steps import names
 
 from mlgate.engine import PolicySet
-from mlgate_reconciler.children import FINALIZER, Outcome
+from mlgate_reconciler.children import FINALIZER
 from mlgate_reconciler.client import KubeClient, Transport
 from mlgate_reconciler.inference import reconcile_inference_service
+from mlgate_reconciler.results import PassResult
 
 pytestmark = pytest.mark.e2e
 
@@ -28,7 +29,7 @@ def create_isvc(cluster: ControlPlane, namespace: str, **spec: Any) -> None:
     cluster.kubectl("create", "-f", "-", stdin=obj).check()
 
 
-def reconcile(transport: Transport, policies: PolicySet, namespace: str) -> tuple[Outcome, KubeClient]:
+def reconcile(transport: Transport, policies: PolicySet, namespace: str) -> tuple[PassResult, KubeClient]:
     client = KubeClient(transport)
     return reconcile_inference_service(client, namespace, "sentiment", policies), client
 

@@ -12,9 +12,9 @@ from control_plane import ControlPlane
 from e2e_objects import example, in_namespace
 
 from mlgate.engine import PolicySet
-from mlgate_reconciler.children import Outcome
 from mlgate_reconciler.client import KubeClient, Transport
 from mlgate_reconciler.inference import reconcile_inference_service
+from mlgate_reconciler.results import PassResult
 
 pytestmark = pytest.mark.e2e
 
@@ -28,7 +28,7 @@ def create_isvc(cluster: ControlPlane, namespace: str, **spec: Any) -> None:
     cluster.kubectl("create", "-f", "-", stdin=obj).check()
 
 
-def reconcile(transport: Transport, policies: PolicySet, namespace: str) -> tuple[Outcome, KubeClient]:
+def reconcile(transport: Transport, policies: PolicySet, namespace: str) -> tuple[PassResult, KubeClient]:
     client = KubeClient(transport)
     return reconcile_inference_service(client, namespace, "sentiment", policies), client
 
