@@ -5,6 +5,10 @@
     mlgate_rule_results_total{policy,rule,outcome}
     mlgate_policy_generation, mlgate_policies, mlgate_policy_reload_errors_total
     mlgate_policy_last_reload_ok                                       (1 or 0)
+    mlgate_policy_object_rejected{kind,namespace,name,in_force}        1 per MLPolicy, ClusterMLPolicy or
+                                                                       ClusterWorkloadKind that does not load
+                                                                       (why: its status.loadError); in_force is
+                                                                       last_good or none (policy_store.py)
     mlgate_certificate_expiry_timestamp_seconds, mlgate_certificate_reload_errors_total
     mlgate_connections_open, mlgate_connections_refused_total
     mlgate_ready                                                       (1 while /readyz says ready)
@@ -42,7 +46,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, MetricsHandler
-from prometheus_client.metrics_core import CounterMetricFamily
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from mlgate.model.kinds import WORKLOAD_KIND_KINDS
@@ -107,6 +111,25 @@ class RuleResultCounts(Collector):
         yield family
 
 
+class RejectedPolicyObjects(Collector):
+    """mlgate_policy_object_rejected{kind,namespace,name,in_force}: one series per policy object that does not
+    load, so an alert names it, and none once it loads or is deleted (the store swaps the whole tuple)."""
+
+    def __init__(self) -> None:
+        self.objects: tuple[tuple[str, str, str, str], ...] = ()
+
+    def set(self, objects: Iterable[tuple[str, str, str, str]]) -> None:
+        self.objects = tuple(objects)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("mlgate_policy_object_rejected",
+                                   "1 per cluster policy object that does not load; in_force: last_good or none",
+                                   labels=["kind", "namespace", "name", "in_force"])
+        for labels in self.objects:
+            family.add_metric(labels, 1)
+        yield family
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
@@ -127,6 +150,8 @@ class Metrics:
                                             "Policy sets rejected; the last good set stayed in force", registry=r)
         self.policy_last_reload_ok = Gauge("mlgate_policy_last_reload_ok",
                                            "1 if the last policy load succeeded, 0 if it was rejected", registry=r)
+        self.rejected_objects = RejectedPolicyObjects()
+        r.register(self.rejected_objects)
         self.cert_expiry = Gauge("mlgate_certificate_expiry_timestamp_seconds",
                                  "notAfter of the serving certificate in use, as a Unix time", registry=r)
         self._children: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}

@@ -1,18 +1,27 @@
-"""The policy set in force, reloaded when its sources change; a broken set is rejected whole.
+"""The policy set in force, reloaded when its sources change.
 
 Sources implement `PolicySource`: a cheap `version()` that changes when the documents may have
 changed (None while the source has nothing it may load yet), and `load()` that compiles them. Two exist:
 
 - `DirectorySource`: policy files (a ConfigMap mount in the cluster), read whole on every poll and
   loaded only once they have settled (see `watch.Settler`): a file caught mid-write is never loaded.
-- `ClusterPolicySource`: MLPolicy/ClusterMLPolicy objects, fed by a watch (see `kube.py`) with
-  plain dicts, so it is tested without a cluster.
+- `ClusterPolicySource`: MLPolicy/ClusterMLPolicy/ClusterWorkloadKind objects, fed by a watch (see
+  `kube.py`) with plain dicts, so it is tested without a cluster.
 
-`PolicyStore.refresh()` compiles every source when any version changed. On any error the new
-set is rejected as a whole, the last good set stays in force, and the error goes to the log,
-to `status()` (shown by /readyz) and to the reload-error metric. Files that cannot be listed or
-read are such an error, and so are files that hold no policies, unless `allow_empty` says an
-empty set is meant (`serve --allow-empty-policies`): an empty set allows every request.
+`PolicyStore.refresh()` compiles every source when any version changed.
+
+- Policy files load whole or not at all (one repository, one owner): on any error in them the new
+  set is rejected, the last good set stays in force, and the error goes to the log, to `status()`
+  (shown by /readyz) and to the reload-error metric. Files that cannot be listed or read are such an
+  error, and so are files that hold no policies, unless `allow_empty` says an empty set is meant
+  (`serve --allow-empty-policies`): an empty set allows every request.
+- Cluster objects are isolated per object (one tenant's typo never holds back the others): an object
+  whose stored version does not load (its own errors, or a name or kind the files or an older object
+  already have) is reported in its `status.loadError` (policy_status.py), in `status()["rejected"]`,
+  the log and `mlgate_policy_object_rejected`, and the rest load. In its place stays the last version
+  of it that loaded in this process, if there was one; otherwise it is left out. A later good version
+  replaces it. That last good version lives in memory: a replica started after the broken version was
+  stored has none and leaves the object out (the metric's `in_force` label says which).
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from .watch import ListDir, Settler, Snapshot, list_dir, read_snapshot
 log = logging.getLogger("mlgate.webhook.policies")
 CLUSTER_KINDS = ("MLPolicy", "ClusterMLPolicy", "ClusterWorkloadKind")
 Document = Policy | KindSpec  # a policy, or the description of a kind the engine should judge
+ObjectKey = tuple[str, str, str]  # kind, namespace ("" for cluster-scoped objects), name
 DEFAULT_SETTLE = 2.0  # seconds; the webhook's poll interval (Settings.poll_interval)
 EMPTY_HINT = "an empty policy set would allow every request; serve --allow-empty-policies if that is meant"
 
@@ -125,14 +135,17 @@ def _compile(snapshot: Snapshot) -> tuple[list[Document], list[LoadError], dict[
 class ClusterPolicySource:
     """MLPolicy, ClusterMLPolicy and ClusterWorkloadKind objects, kept from watch events (plain dicts).
 
-    `synced` once both kinds have been listed: before that, the policies stored in the cluster are
-    unknown and a webhook must not report ready (it would admit what they deny)."""
+    `synced` once every kind has been listed: before that, the policies stored in the cluster are
+    unknown and a webhook must not report ready (it would admit what they deny). Each object is
+    compiled on its own (`load_each`): a broken one never holds back the others."""
 
     name = "cluster"
 
     def __init__(self) -> None:
-        self._objects: dict[tuple[str, str, str], Mapping[str, Any]] = {}
-        self.load_errors: dict[tuple[str, str, str], list[LoadError]] = {}  # per object, from the last load()
+        self._objects: dict[ObjectKey, Mapping[str, Any]] = {}
+        self.load_errors: dict[ObjectKey, list[LoadError]] = {}  # per object, from the last load()
+        self.rejected: dict[ObjectKey, bool] = {}  # objects with errors: True if the last good stays
+        self._good: dict[ObjectKey, Document] = {}  # the version of each object in force
         self._revision = 0
         self._listed: set[str] = set()
         self._lock = threading.Lock()
@@ -166,7 +179,7 @@ class ClusterPolicySource:
                 return
             self._revision += 1
 
-    def objects(self) -> list[tuple[tuple[str, str, str], Mapping[str, Any]]]:
+    def objects(self) -> list[tuple[ObjectKey, Mapping[str, Any]]]:
         """(kind, namespace, name) and the object as last seen, status included."""
         with self._lock:
             return sorted(self._objects.items())
@@ -175,17 +188,59 @@ class ClusterPolicySource:
         return self._revision
 
     def load(self) -> tuple[list[Document], list[str]]:
-        policies: list[Document] = []
-        errors: list[str] = []
-        by_object: dict[tuple[str, str, str], list[LoadError]] = {}
-        for (kind, namespace, name), obj in self.objects():
-            policy, problems = compile_document({**obj, "kind": kind}, cluster_source(kind, namespace, name))
-            errors.extend(str(p) for p in problems)
-            by_object[(kind, namespace, name)] = problems
-            if policy is not None:
-                policies.append(policy)
-        self.load_errors = by_object
-        return policies, errors
+        """Every object that loads, on its own; the errors of the others are per object (`load_errors`)."""
+        return self.load_each(()), []
+
+    def load_each(self, beside: Sequence[Document]) -> list[Document]:
+        """The documents in force: each object's stored version if it loads and takes no name or kind that
+        `beside` (the policy files) or an older object has, else its last good version if that takes none.
+
+        `load_errors` gets every object's errors (none when its stored version loaded), which depend only on
+        the stored objects and the files, never on this process's past: every replica writes the same
+        status.loadError. `rejected` gets the objects with errors, True where the last good version stays."""
+        names = {p.key: p.source for p in beside if isinstance(p, Policy)}
+        kinds = {(k.group, k.kind): "the policy files" for k in beside if isinstance(k, KindSpec)}
+        errors: dict[ObjectKey, list[LoadError]] = {}
+        in_force: dict[ObjectKey, Document] = {}
+        for key, obj in sorted(self.objects(), key=_claim_order):  # an older object keeps a name or kind it claimed
+            source = cluster_source(*key)
+            document, problems = compile_document({**obj, "kind": key[0]}, source)
+            if document is not None:
+                problems = _claim(document, source, names, kinds)
+            errors[key] = problems
+            if not problems and document is not None:
+                in_force[key] = document
+        for key, problems in sorted(errors.items()):
+            last = self._good.get(key)
+            if problems and last is not None and not _claim(last, cluster_source(*key), names, kinds):
+                in_force[key] = last  # broken now: its last good version stays, unless another took its place
+        self._good = in_force
+        self.load_errors = errors
+        self.rejected = {key: key in in_force for key, problems in errors.items() if problems}
+        return [in_force[key] for key in sorted(in_force)]
+
+
+def _claim_order(item: tuple[ObjectKey, Mapping[str, Any]]) -> tuple[str, ObjectKey]:
+    """Oldest first (RFC 3339 times in UTC sort as strings), then by kind, namespace and name."""
+    key, obj = item
+    return str((obj.get("metadata") or {}).get("creationTimestamp") or ""), key
+
+
+def _claim(document: Document, source: str, names: dict[str, str],
+           kinds: dict[tuple[str, str], str]) -> list[LoadError]:
+    """Take the document's policy name or described kind, or say who has it."""
+    if isinstance(document, Policy):
+        if document.key in names:
+            return [LoadError(source, None, "metadata.name",
+                              f"policy {document.key!r} is also defined in {names[document.key]}")]
+        names[document.key] = source
+        return []
+    kind = (document.group, document.kind)
+    if kind in kinds:
+        return [LoadError(source, None, "spec.kind",
+                          f"{document.group or 'core'}/{document.kind} is also described in {kinds[kind]}")]
+    kinds[kind] = source
+    return []
 
 
 def _generation(obj: Mapping[str, Any]) -> int | None:
@@ -193,7 +248,7 @@ def _generation(obj: Mapping[str, Any]) -> int | None:
     return generation if isinstance(generation, int) else None
 
 
-def _key(kind: str, obj: Mapping[str, Any]) -> tuple[str, str, str]:
+def _key(kind: str, obj: Mapping[str, Any]) -> ObjectKey:
     meta = obj.get("metadata") or {}
     return kind, str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
@@ -203,10 +258,12 @@ class PolicyStore:
         self.sources = list(sources)
         self.metrics = metrics
         self.current: PolicySet | None = None
-        self.errors: list[str] = []
+        self.errors: list[str] = []  # of the last load: what rejected the set, and each cluster object's
+        self.rejected: dict[str, dict[str, Any]] = {}  # cluster objects that did not load, by source name
         self.synced = False  # every source had listed its documents when the set was last compiled
         self.pending: list[str] = []  # sources with nothing to load yet (files not settled since the start)
         self._versions: tuple[Hashable, ...] | None = None
+        self._documents: list[Document] | None = None  # of the set in force
         self._lock = threading.Lock()
 
     def refresh(self) -> bool:
@@ -219,22 +276,54 @@ class PolicyStore:
             if self.pending or versions == self._versions:
                 return False
             self._versions = versions
-            policies: list[Document] = []
-            errors: list[str] = []
-            for source in self.sources:
-                loaded, problems = source.load()
-                policies.extend(loaded)
-                errors.extend(problems)
-            errors.extend(str(e) for e in duplicate_names(p for p in policies if isinstance(p, Policy)))
-            described = Counter((d.group, d.kind) for d in policies if isinstance(d, KindSpec))
-            errors.extend(f"{group or 'core'}/{kind} is described by {count} WorkloadKinds (files and "
-                          "ClusterWorkloadKinds together); keep one" for (group, kind), count in described.items()
-                          if count > 1)
+            documents, errors = self._load_whole()
             if errors:
                 self._reject(errors)
                 return False
-            self._accept(policies)
+            clusters = [s for s in self.sources if isinstance(s, ClusterPolicySource)]
+            for cluster in clusters:  # after the files: a name or kind the files have is theirs
+                documents.extend(cluster.load_each(documents))
+            self._report_objects(clusters)
+            if self.current is not None and documents == self._documents:
+                if self.metrics:  # e.g. a broken object left out, or files fixed back to the set in force
+                    self.metrics.policy_last_reload_ok.set(1)
+                return False
+            self._accept(documents)
             return True
+
+    def _load_whole(self) -> tuple[list[Document], list[str]]:
+        """The documents of the sources that load whole or not at all (policy files), and their errors."""
+        documents: list[Document] = []
+        errors: list[str] = []
+        for source in self.sources:
+            if not isinstance(source, ClusterPolicySource):
+                loaded, problems = source.load()
+                documents.extend(loaded)
+                errors.extend(problems)
+        errors.extend(str(e) for e in duplicate_names(p for p in documents if isinstance(p, Policy)))
+        described = Counter((d.group, d.kind) for d in documents if isinstance(d, KindSpec))
+        errors.extend(f"{group or 'core'}/{kind} is described by {count} WorkloadKinds in the policy files; keep one"
+                      for (group, kind), count in described.items() if count > 1)
+        return documents, errors
+
+    def _report_objects(self, clusters: Sequence[ClusterPolicySource]) -> None:
+        """The cluster objects that did not load: in the log (once per change), `status()` and the metric."""
+        rejected: dict[str, dict[str, Any]] = {}
+        series: list[tuple[str, str, str, str]] = []
+        for cluster in clusters:
+            for key, kept in cluster.rejected.items():
+                where = cluster_source(*key)
+                errors = [e.detail for e in cluster.load_errors[key]]
+                rejected[where] = {"errors": errors, "inForce": "lastGood" if kept else "none"}
+                series.append((*key, "last_good" if kept else "none"))
+                if self.rejected.get(where) != rejected[where]:
+                    log.error("%s not loaded: %s; %s", where, "; ".join(errors),
+                              "its last good version stays in force" if kept else "it is left out",
+                              extra={"fields": {"object": where, "errors": errors}})
+        self.rejected = rejected
+        self.errors = [f"{where}: {error}" for where, r in rejected.items() for error in r["errors"]]
+        if self.metrics:
+            self.metrics.rejected_objects.set(series)
 
     def _reject(self, errors: list[str]) -> None:
         self.errors = errors
@@ -249,8 +338,8 @@ class PolicyStore:
     def _accept(self, documents: list[Document]) -> None:
         generation = (self.current.generation if self.current is not None else 0) + 1
         self.current = policy_set(documents, generation)
+        self._documents = documents
         policies = self.current.policies
-        self.errors = []
         log.log(logging.INFO if policies else logging.WARNING,
                 "policy set %d in force: %d policies%s", generation, len(policies),
                 "" if policies else "; every admission request is allowed",
@@ -263,14 +352,15 @@ class PolicyStore:
             log.warning("policy warning: %s", warning, extra={"fields": {"source": warning.source}})
 
     def status(self) -> dict[str, Any]:
+        """What /readyz shows. `lastError`: what rejected the last load of the files, or every error of the
+        cluster objects that did not load; `rejected`: those objects, their errors and what stands in for them."""
         current = self.current
         return {
             "loaded": current is not None,
             "generation": current.generation if current is not None else 0,
             "policies": [p.key for p in current.policies] if current is not None else [],
             "lastError": list(self.errors),
+            "rejected": dict(self.rejected),
             "synced": self.synced,
             "pending": list(self.pending),
         }
-
-

@@ -231,9 +231,9 @@ def _admit_policy(request: AdmissionRequest, obj: dict[str, Any], policies: Poli
                   endpoint: Endpoint) -> Admission:
     """An MLPolicy, ClusterMLPolicy or ClusterWorkloadKind: refused when the loader would refuse it.
 
-    Stored anyway (it got past a webhook outage), it would make the whole next policy set fail to
-    load; the last good set would stay in force, and the error would show only after the fact
-    (/readyz, the log, the object's status.loadError).
+    Stored anyway (it got past a webhook outage), it would be left out of the policy set, or its last
+    good version kept, and the error would show only after the fact (/readyz, the log, a metric, the
+    object's status.loadError; see policy_store.py).
     """
     if endpoint == "mutate":
         return Admission(request, {"uid": request.uid, "allowed": True}, "skipped")

@@ -133,6 +133,7 @@ class TransportGroup(click.Group):
         "serve": ("mlgate_webhook.commands", "serve", "server"),
         "certs": ("mlgate_webhook.commands", "certs", "server"),
         "admission-review": ("mlgate_webhook.commands", "admission_review", "server"),
+        "webhook": ("mlgate_webhook.lifecycle", "webhook", "server"),
         "operator": ("mlgate_reconciler.command", "operator", "reconciler"),
         "audit": ("mlgate_audit.command", "audit", "server"),
     }
@@ -293,12 +294,10 @@ def rules(output: str, names: tuple[str, ...]) -> None:
     if output == "json":
         click.echo(json.dumps(entries, indent=2))
     elif names:
-        for entry in entries:
-            click.echo(f"{entry['id']} ({entry['type']}): {entry['summary']}")
-            for name, schema in entry["params"].items():
-                default = f" (default {json.dumps(schema['default'])})" if "default" in schema else ""
-                click.echo(f"  {name}: {schema.get('description', '')}{default}")
-            click.echo(f"  docs: docs/rules.md#{entry['id']}")
+        from mlgate.cli.rulehelp import describe_rule
+
+        for name in dict.fromkeys(names):
+            click.echo("\n".join(describe_rule(specs[name])))
     else:
         for entry in entries:
             params = ", ".join(entry["params"]) or "-"

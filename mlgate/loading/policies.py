@@ -266,8 +266,8 @@ def check_policy_object(obj: Mapping[str, Any], in_force: Iterable[Policy] = ())
     before it is stored.
 
     The same checks as a policy file (schema, rule names, each rule's parameters), plus a name
-    already taken by a policy in force from another source: either would make the next policy
-    set fail to load as a whole.
+    already taken by a policy in force from another source: either would keep the object out of
+    the webhook's next policy set.
     """
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, dict) else {}

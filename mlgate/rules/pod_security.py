@@ -113,8 +113,9 @@ ContainerName = Annotated[str, Field(min_length=1)]
 class ContainerException(Params):
     """`{name, checks}`, or a bare name: every container-level check skips that container."""
 
-    name: ContainerName
-    checks: tuple[CheckID, ...] | None = Field(default=None, strict=False)  # a YAML list
+    name: ContainerName = Field(description="the container's name (init, regular or ephemeral)")
+    checks: tuple[CheckID, ...] | None = Field(default=None, strict=False,  # a YAML list
+                                               description="container-level check IDs it skips (null: every one)")
 
     @model_validator(mode="before")
     @classmethod
@@ -134,11 +135,16 @@ class ContainerException(Params):
 
 class Exceptions(Params):
     # YAML lists (strict=False: see registry.Params); their items stay strict
-    capabilities: tuple[Capability, ...] = Field(default=(), strict=False)
-    host_path_prefixes: tuple[HostPathPrefix, ...] = Field(default=(), strict=False)
-    sysctls: tuple[Sysctl, ...] = Field(default=(), strict=False)
-    volume_types: tuple[VolumeType, ...] = Field(default=(), strict=False)
-    containers: tuple[ContainerException, ...] = Field(default=(), strict=False)
+    capabilities: tuple[Capability, ...] = Field(default=(), strict=False, description="capabilities also "
+                                                 "allowed in capabilities.add, e.g. IPC_LOCK (not ALL)")
+    host_path_prefixes: tuple[HostPathPrefix, ...] = Field(default=(), strict=False, description="hostPath "
+                                                           "volumes allowed at or under these absolute paths (not /)")
+    sysctls: tuple[Sysctl, ...] = Field(default=(), strict=False, description="sysctl names also safe, "
+                                        "matched exactly")
+    volume_types: tuple[VolumeType, ...] = Field(default=(), strict=False, description="volume types "
+                                                 "restrictedVolumes also allows (restricted only; not hostPath)")
+    containers: tuple[ContainerException, ...] = Field(default=(), strict=False, description="containers that "
+                                                       "skip container-level checks: {name, checks} or a bare name")
 
     def allow(self) -> Allow:
         containers: dict[str, frozenset[str] | None] = {}
@@ -160,7 +166,8 @@ class BaselineParams(Params):
     LEVEL: ClassVar[str] = "baseline"
 
     version: Annotated[str, AfterValidator(_version)] = Field(default="latest", description="the Pod Security "
-                                                               "Standards version: v1.0 ... v1.35 or latest")
+                                                               "Standards version: v1.N or latest, as the "
+                                                               "enforce-version label")
     exceptions: Exceptions = Field(default=Exceptions(), description="named exceptions: capabilities, host "
                                    "paths, sysctls, volume types, per container")
     skip_checks: tuple[CheckID, ...] = Field(default=(), strict=False,  # a YAML list

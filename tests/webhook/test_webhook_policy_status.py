@@ -100,14 +100,21 @@ def test_nothing_is_written_before_both_kinds_are_listed():
     assert PolicyStatusWriter(source, Recorder()).sync() == 0
 
 
-def test_two_cluster_workload_kinds_for_one_kind_keep_the_last_good_set():
+def test_of_two_cluster_workload_kinds_for_one_kind_the_older_describes_it_and_the_newer_says_why_not():
     kind = {"apiVersion": "mlgate.dev/v1alpha1", "kind": "ClusterWorkloadKind",
             "spec": {"group": "x.io", "kind": "Foo", "resource": "foos",
                      "templates": [{"pointer": "/spec/template", "role": "foo"}]}}
     source, store = loaded(policy("gpu", 2))
-    source.apply("ClusterWorkloadKind", "ADDED", {**kind, "metadata": {"name": "a", "generation": 1}})
-    source.apply("ClusterWorkloadKind", "ADDED", {**kind, "metadata": {"name": "b", "generation": 1}})
-    assert store.refresh() is False
-    assert store.errors == ["x.io/Foo is described by 2 WorkloadKinds (files and ClusterWorkloadKinds together); "
-                            "keep one"]
-    assert store.current is not None and store.current.kinds.find("x.io/v1", "Foo") is None
+    source.apply("ClusterWorkloadKind", "ADDED", {**kind, "metadata": {
+        "name": "a-newer", "generation": 1, "creationTimestamp": "2026-02-01T00:00:00Z"}})
+    source.apply("ClusterWorkloadKind", "ADDED", {**kind, "metadata": {
+        "name": "b-older", "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z"}})
+    assert store.refresh() is True
+    assert store.errors == ["cluster:ClusterWorkloadKind/a-newer: spec.kind: x.io/Foo is also described in "
+                            "cluster:ClusterWorkloadKind/b-older"]
+    assert store.current is not None and store.current.kinds.find("x.io/v1", "Foo") is not None
+    recorder = Recorder()
+    PolicyStatusWriter(source, recorder).sync()
+    statuses = {name: status["loadError"] for _, _, name, status in recorder.calls}
+    assert statuses == {"gpu": "", "a-newer": "spec.kind: x.io/Foo is also described in "
+                        "cluster:ClusterWorkloadKind/b-older", "b-older": ""}

@@ -165,7 +165,7 @@ def test_a_configmap_mount_is_read_once_through_its_visible_names(tmp_path):
     assert [p.key for p in store.current.policies] == ["gpu"]
 
 
-def test_cluster_policies_join_the_set_and_a_broken_one_rejects_it_whole(tmp_path):
+def test_cluster_policies_join_the_set_and_a_broken_one_is_left_out_alone(tmp_path):
     (tmp_path / "gpu.yaml").write_text(json.dumps(GPU_POLICY))
     cluster = ClusterPolicySource()
     metrics = Metrics()
@@ -178,16 +178,17 @@ def test_cluster_policies_join_the_set_and_a_broken_one_rejects_it_whole(tmp_pat
     assert store.refresh() is True
     assert [p.key for p in store.current.policies] == ["gpu", "team-a/soft"]
     cluster.apply("ClusterMLPolicy", "ADDED", change(GPU_POLICY, "/spec/rules/0/rule", "gpu.nope"))
-    assert store.refresh() is False
+    assert store.refresh() is False  # left out: the set in force is the same, no new generation
     assert store.current.generation == 2
     assert "cluster:ClusterMLPolicy/gpu" in store.errors[0] and "unknown rule" in store.errors[0]
     cluster.apply("ClusterMLPolicy", "MODIFIED", GPU_POLICY)
     assert store.refresh() is False
     assert any("also defined" in e for e in store.errors)  # the same name in a file and in the cluster
+    assert [p.key for p in store.current.policies] == ["gpu", "team-a/soft"]
     cluster.apply("ClusterMLPolicy", "DELETED", GPU_POLICY)
-    assert store.refresh() is True
-    assert store.current.generation == 3
-    assert metrics.policy_reload_errors._value.get() == 2
+    assert store.refresh() is False and store.errors == []
+    assert metrics.policy_reload_errors._value.get() == 0  # the set was never rejected
+    assert metrics.policy_last_reload_ok._value.get() == 1
 
 
 def test_an_unchanged_source_is_not_compiled_again(tmp_path):
