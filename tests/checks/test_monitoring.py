@@ -26,6 +26,7 @@ PROMISED_ALERTS = {
     "MlgateAdmissionLatencyHigh": "p99 latency over budget",
     "MlgateCertificateExpiresSoon": "certificate expiring within 7 days",
     "MlgatePolicyReloadFailing": "policy reload failing",
+    "MlgatePolicyObjectRejected": "a cluster policy object that does not load",
     "MlgateAuditStale": "audit stale",
 }
 EXPORTED = frozenset().union(*exported_metrics().values())
