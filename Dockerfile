@@ -1,7 +1,7 @@
 # The mlgate webhook image: `mlgate serve`, as the README runs it.
 #   docker build -t mlgate:0.1.0 .
 #   docker run --rm -p 8443:8443 mlgate:0.1.0          (dev certificates under /tmp/mlgate)
-# In the cluster, manifests/deployment.yaml passes the certificate, the policy mount and --in-cluster.
+# In the cluster, manifests/deployment.yaml passes --self-managed, the policy mount and --in-cluster.
 
 # --- build: install mlgate and the dependencies requirements.lock pins into a venv ----------------
 FROM python:3.11-slim AS build
@@ -13,6 +13,7 @@ COPY mlgate ./mlgate
 COPY webhook ./webhook
 COPY certs ./certs
 COPY operator ./operator
+COPY manifests ./manifests
 RUN /opt/mlgate/bin/pip install --require-hashes -r requirements.lock \
  && /opt/mlgate/bin/pip install --no-deps . \
  && /opt/mlgate/bin/python -m compileall -q /opt/mlgate/lib \

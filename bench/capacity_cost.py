@@ -66,13 +66,17 @@ def queued_and_claimed() -> dict[str, Any]:
 
 
 def micros(body: bytes, paths: list[str], cluster: StaticFacts, seconds: float) -> float:
+    """CPU per review, the fastest of five rounds (the least disturbed by anything else on the machine)."""
     policies = load_policy_paths(paths)
-    count, start = 0, time.process_time()
-    while (spent := time.process_time() - start) < seconds:
-        for _ in range(50):
-            admit(parse_review(body, "application/json"), policies, cluster, "validate")
-        count += 50
-    return spent / count * 1e6
+    best = float("inf")
+    for _ in range(5):
+        count, start = 0, time.process_time()
+        while (spent := time.process_time() - start) < seconds / 5:
+            for _ in range(50):
+                admit(parse_review(body, "application/json"), policies, cluster, "validate")
+            count += 50
+        best = min(best, spent / count * 1e6)
+    return best
 
 
 def main() -> None:

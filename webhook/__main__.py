@@ -3,6 +3,7 @@
 import click
 
 from .commands import admission_review, certs, serve
+from .lifecycle import webhook
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -13,6 +14,7 @@ def main() -> None:
 main.add_command(serve)
 main.add_command(certs)
 main.add_command(admission_review)
+main.add_command(webhook)
 
 if __name__ == "__main__":
     main(prog_name="mlgate")

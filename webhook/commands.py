@@ -38,26 +38,55 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
 @click.option("--in-cluster", is_flag=True, help="Watch cluster facts and MLPolicy objects as the Pod's account.")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_STATE_DIR,
               show_default=True, help="Where dev certificates are kept ($MLGATE_STATE_DIR).")
+@click.option("--self-managed", is_flag=True,
+              help="Register the webhook configurations (failurePolicy Ignore until a replica is ready; one "
+                   "writer through a Lease), and keep a CA and the serving certificate in the Secret "
+                   "mlgate-webhook-certs, renewed at 2/3 of their lifetime. Needs --in-cluster or --kubeconfig.")
+@click.option("--ca-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="With --self-managed, --cert-file and --key-file: certificates issued elsewhere (cert-manager); "
+                   "this file's CAs become the caBundle.")
+@click.option("--webhooks-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="With --self-managed: the configurations to register (re-read when it changes). "
+                   "Default: the shipped manifests/webhooks.yaml.")
+@click.option("--namespace", help="With --self-managed: the namespace of the Service, Secret and Lease. "
+                                  "Default: $POD_NAMESPACE, else the Pod's own, else mlgate-system.")
+@click.option("--webhook-url", help="With --self-managed: register this https URL instead of the Service "
+                                    "(a webhook outside the cluster); its host goes into the certificate.")
 def serve(*, host: str, port: int, metrics_port: int, cert_file: Path | None, key_file: Path | None,
           policy_paths: tuple[str, ...], allow_empty_policies: bool, log_level: str, kubeconfig: str | None,
-          in_cluster: bool, state_dir: Path) -> None:
+          in_cluster: bool, state_dir: Path, self_managed: bool, ca_file: Path | None, webhooks_file: Path | None,
+          namespace: str | None, webhook_url: str | None) -> None:
     """Run the admission webhook: POST /validate and /mutate, GET /healthz, /readyz, /metrics."""
     if (cert_file is None) != (key_file is None):
         raise click.UsageError("give both --cert-file and --key-file, or neither for dev certificates")
     if kubeconfig and in_cluster:
         raise click.UsageError("--kubeconfig and --in-cluster exclude each other")
+    if self_managed and not (kubeconfig or in_cluster):
+        raise click.UsageError("--self-managed needs --in-cluster or --kubeconfig")
+    if self_managed and (cert_file is None) != (ca_file is None):
+        raise click.UsageError("--self-managed with --cert-file needs --ca-file (the caBundle), and without, neither")
+    if (namespace or webhook_url or ca_file or webhooks_file) and not self_managed:
+        raise click.UsageError("--namespace, --webhook-url, --ca-file and --webhooks-file go with --self-managed")
+    if webhook_url and not webhook_url.startswith("https://"):
+        raise click.UsageError(f"--webhook-url {webhook_url}: the API server calls webhooks over https only")
     from . import jsonlog
     from .server import ServeOptions, Webhook
     from .service import Settings
 
     jsonlog.configure(log_level)
+    managed = None
+    if self_managed:
+        from .selfmanaged import SelfManagedOptions, default_namespace
+
+        managed = SelfManagedOptions(namespace=namespace or default_namespace(), url=webhook_url, ca_file=ca_file,
+                                     webhooks_file=webhooks_file)
     options = ServeOptions(host=host, port=port, cert_file=cert_file, key_file=key_file, policy_paths=policy_paths,
                           log_level=log_level, kubeconfig=kubeconfig, in_cluster=in_cluster, state_dir=state_dir,
                           settings=Settings(allow_empty_policies=allow_empty_policies),
-                          metrics_port=metrics_port or None)
+                          metrics_port=metrics_port or None, self_managed=managed)
     try:
         webhook = Webhook(options)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, TimeoutError) as exc:
         click.echo(f"mlgate: cannot start: {exc}", err=True)
         sys.exit(2)
     for error in webhook.store.errors:
@@ -81,10 +110,12 @@ def serve(*, host: str, port: int, metrics_port: int, cert_file: Path | None, ke
 @click.option("--ca-days", default=3650, show_default=True, type=click.IntRange(1, 36500), help="Validity of a new CA.")
 @click.option("--new-ca", is_flag=True, help="Make a new CA even if the out dir has a valid one.")
 @click.option("--patch", "patch_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Webhook configuration YAML whose caBundle lines get the CA (repeatable).")
+              help="Webhook configuration YAML to copy into the out dir with the CA in its caBundle lines "
+                   "(repeatable); the file itself is left as it is.")
 def certs(*, out_dir: Path, service: str, namespace: str, sans: tuple[str, ...], key_type: str, days: int,
           ca_days: int, new_ca: bool, patch_files: tuple[Path, ...]) -> None:
-    """Make a CA and a serving certificate for the webhook Service, and print (or patch in) the caBundle."""
+    """Make a CA and a serving certificate for the webhook Service, and print the caBundle (or write patched
+    copies of webhook configurations). Not needed with `mlgate serve --self-managed`, the shipped default."""
     from mlgate_certs.bundle import (  # type: ignore[import-not-found,unused-ignore]
         CertFiles,
         ca_bundle,
@@ -107,6 +138,7 @@ def certs(*, out_dir: Path, service: str, namespace: str, sans: tuple[str, ...],
                    f"certificate does too; --new-ca makes a new CA (and a new caBundle)", err=True)
     click.echo(f"mlgate: wrote {files.ca_cert}, {files.cert}, {files.key} (valid until "
                f"{server.not_after:%Y-%m-%d}); put the pair in the Secret with\n"
+               f"  kubectl create namespace {namespace} --dry-run=client -o yaml | kubectl apply -f -\n"
                f"  kubectl -n {namespace} create secret tls {service}-tls --cert={files.cert} --key={files.key}",
                err=True)
     for path in patch_files:
@@ -114,8 +146,12 @@ def certs(*, out_dir: Path, service: str, namespace: str, sans: tuple[str, ...],
         if count == 0:
             click.echo(f"mlgate: {path}: no caBundle line to patch", err=True)
             sys.exit(2)
-        write_atomic(path, text.encode("utf-8"))
-        click.echo(f"mlgate: {path}: caBundle set in {count} place(s)", err=True)
+        copy = out_dir / path.name  # never the source: it may be a tracked file (manifests/webhooks.yaml)
+        if copy.resolve() == path.resolve():
+            raise click.UsageError(f"--patch {path}: that is in --out-dir; give a file from elsewhere")
+        write_atomic(copy, text.encode("utf-8"))
+        click.echo(f"mlgate: wrote {copy}: {path} with the caBundle in {count} place(s); apply it with\n"
+                   f"  kubectl apply -f {copy}", err=True)
     if not patch_files:
         click.echo(bundle)
 

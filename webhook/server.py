@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
@@ -38,6 +38,9 @@ from .protocol import protocol_with_timeout, tls_event_loop
 from .service import Service, Settings
 from .tls import CertReloader, ConnectionGate
 from .watch import Poller
+
+if TYPE_CHECKING:
+    from .selfmanaged import SelfManaged, SelfManagedOptions
 
 log = logging.getLogger("mlgate.webhook")
 KEEP_ALIVE_SECONDS = 30  # the API server keeps idle connections to webhooks for up to 90 s
@@ -78,6 +81,7 @@ class ServeOptions:
     state_dir: Path = Path(".state")
     settings: Settings = field(default_factory=Settings)
     metrics_port: int | None = None  # plain-HTTP /metrics on this port (0: any free one); None: none
+    self_managed: SelfManagedOptions | None = None  # certificates and registration kept by the webhook itself
 
     @property
     def cluster(self) -> bool:
@@ -89,7 +93,11 @@ class Webhook:
         self.options = options
         self.metrics = Metrics()
         cert_file, key_file = options.cert_file, options.key_file
-        if cert_file is None or key_file is None:
+        self.self_managed = self._self_managed()
+        if self.self_managed is not None and cert_file is None:
+            files = self.self_managed.bootstrap()  # blocks until the Secret holds a serving pair
+            cert_file, key_file, self.dev_ca = files.cert, files.key, None
+        elif cert_file is None or key_file is None:
             files = ensure_dev_certs(options.state_dir / "dev-tls")
             cert_file, key_file, self.dev_ca = files.cert, files.key, files.ca_cert
         else:
@@ -124,8 +132,21 @@ class Webhook:
         interval = options.settings.poll_interval
         self._pollers = [Poller("policies", self.store.refresh, interval),
                          Poller("certificate", self.tls.check, interval)]
+        if self.self_managed is not None:
+            self.self_managed.ready = lambda: self.service.readiness()[0]
+            self._pollers.insert(0, Poller("self-managed", self.self_managed.tick, interval))
         self._watch_stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
+
+    def _self_managed(self) -> SelfManaged | None:
+        if self.options.self_managed is None:
+            return None
+        from mlgate.kube.rest import kube_rest
+
+        from .selfmanaged import SelfManaged
+
+        rest = kube_rest(self.options.kubeconfig, self.options.in_cluster)
+        return SelfManaged(self.options.self_managed, rest, self.options.state_dir / "self-managed")
 
     def _config(self) -> uvicorn.Config:
         return _Config(
@@ -172,6 +193,8 @@ class Webhook:
     def _stop_background(self) -> None:
         for poller in self._pollers:
             poller.stop()
+        if self.self_managed is not None:
+            self.self_managed.stop()
         if self._watch_stop is not None:
             self._watch_stop.set()
         if self.service.events is not None:

@@ -26,6 +26,7 @@ BUILD_COMMAND = "make control-plane"
 RELEASE, NAMESPACE = "mlgate", "mlgate-system"
 TIMEOUT = 120.0
 # manifests/webhooks.yaml's fields each webhook keeps under any values.
+WEBHOOK_CONFIGMAP = "mlgate-webhook-configurations"  # what the self-managed webhook registers
 KEPT = ("rules", "matchConditions", "objectSelector", "admissionReviewVersions", "sideEffects", "timeoutSeconds",
         "matchPolicy", "reinvocationPolicy")
 
@@ -121,7 +122,16 @@ def kustomize(directory: Path = MANIFESTS) -> list[Obj]:
     return documents(done.stdout)
 
 
+def configurations(objects: Sequence[Obj]) -> list[Obj]:
+    """The webhook configurations: applied as objects (certs.mode secret), or in the ConfigMap the webhook
+    registers them from (`mlgate serve --self-managed`: modes selfManaged and certManager, and kustomize)."""
+    out = [o for o in objects if o["kind"].endswith("WebhookConfiguration")]
+    for o in objects:
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"] == WEBHOOK_CONFIGMAP:
+            out += documents(o["data"]["webhooks.yaml"])
+    return out
+
+
 def webhooks(objects: Sequence[Obj]) -> dict[str, Obj]:
     """Every webhook of the two configurations, by kind and name."""
-    return {f"{o['kind']}/{hook['name']}": hook for o in objects if o["kind"].endswith("WebhookConfiguration")
-            for hook in o["webhooks"]}
+    return {f"{o['kind']}/{hook['name']}": hook for o in configurations(objects) for hook in o["webhooks"]}

@@ -1,7 +1,8 @@
 """`helm install` of charts/mlgate against a real kube-apiserver (no kubelet: the Pods never run), then
-`helm uninstall`. Every object `helm template` renders is stored, the CRDs come from the chart, the API server
-accepts the webhook registration as rendered; after the uninstall every object is gone but the CRDs, which
-Helm never deletes (helm.sh/docs/chart_best_practices/custom_resource_definitions)."""
+`helm uninstall`. Every object `helm template` renders is stored, the CRDs come from the chart, no webhook is
+registered by Helm, the API server accepts the registration the webhook will write; after the uninstall every
+object is gone but the CRDs, which Helm never deletes
+(helm.sh/docs/chart_best_practices/custom_resource_definitions)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import uuid
 import pytest
 import yaml
 from control_plane import ControlPlane, Result
-from helm_chart import CHART, KEPT, RELEASE, Helm, Obj, webhooks
+from helm_chart import CHART, KEPT, RELEASE, Helm, Obj, configurations, documents, webhooks
 
 pytestmark = pytest.mark.e2e
 CRDS = sorted(yaml.safe_load(p.read_text(encoding="utf-8"))["metadata"]["name"]
@@ -49,10 +50,14 @@ def test_helm_install_stores_every_object_and_helm_uninstall_removes_them(helm: 
     assert deployment["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
     assert deployment["metadata"]["annotations"]["meta.helm.sh/release-namespace"] == namespace
 
-    # The API server accepted the registration as rendered (its CEL matchConditions compiled). No admission
-    # request is sent: without cluster DNS the Service name would resolve off this machine.
-    live = webhooks([cluster.get_object(k, "mlgate") for k in ("validatingwebhookconfiguration",
-                                                                "mutatingwebhookconfiguration")])
+    # Helm registers no webhook: the webhook does, once it runs (`--self-managed`), so an install whose Pods never
+    # start locks nothing out. The API server accepts the registration as rendered (its CEL matchConditions
+    # compile). No admission request is sent: without cluster DNS the Service name would resolve off this machine.
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        assert cluster.kubectl("get", kind, "mlgate").code != 0
+    accepted = cluster.kubectl("create", "--dry-run=server", "-o", "yaml", "-f", "-",
+                               stdin=configurations(rendered)).check()
+    live = webhooks(documents(accepted.stdout))
     ours = webhooks(rendered)
     assert sorted(live) == sorted(ours)
     for name, hook in ours.items():

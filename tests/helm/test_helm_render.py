@@ -12,7 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helm_chart import CHART, KEPT, MANIFESTS, NAMESPACE, REPO, Helm, Key, Obj, by_key, documents, kustomize, webhooks
+from helm_chart import (
+    CHART,
+    KEPT,
+    MANIFESTS,
+    NAMESPACE,
+    REPO,
+    WEBHOOK_CONFIGMAP,
+    Helm,
+    Key,
+    Obj,
+    by_key,
+    documents,
+    kustomize,
+    webhooks,
+)
 from unit.test_webhook_registration import fail_closed_beyond_ml_kinds, hooks
 
 PROFILES = sorted((CHART / "ci").glob("*-values.yaml"))
@@ -27,6 +41,8 @@ FIELD_DIFFERENCES = {
     "CustomResourceDefinition metadata.labels": "Helm never templates crds/: they are byte copies of manifests/crds, "
                                                 "without the part-of label kustomize adds",
     "webhooks[].clientConfig.caBundle": "left out while empty, so a CA injected later survives `helm upgrade`",
+    "ConfigMap mlgate-webhook-configurations data": "compared parsed: the chart renders it from the values, "
+                                                    "kustomize holds webhooks.yaml as written",
 }
 FAILURE_POLICY_VALUES = {"mlJobs": "ValidatingWebhookConfiguration/ml-jobs.validate.mlgate.dev",
                          "debugContainers": "ValidatingWebhookConfiguration/debug-containers.validate.mlgate.dev"}
@@ -36,6 +52,9 @@ def without_deliberate_differences(obj: Obj) -> Obj:
     """The object minus the fields of FIELD_DIFFERENCES (checked on their own below)."""
     obj = copy.deepcopy(obj)
     obj["metadata"].pop("labels", None)
+    if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == WEBHOOK_CONFIGMAP:
+        obj["data"] = {"webhooks.yaml": [without_deliberate_differences(c)
+                                         for c in documents(obj["data"]["webhooks.yaml"])]}
     for hook in obj.get("webhooks", []):
         if not hook["clientConfig"].get("caBundle"):
             hook["clientConfig"].pop("caBundle", None)
@@ -116,11 +135,14 @@ def test_every_listed_difference_is_still_a_difference(helm: Helm) -> None:
     ours, theirs = webhooks(chart.values()), webhooks(base.values())
     assert all(h["clientConfig"].get("caBundle") == "" for h in theirs.values())
     assert all("caBundle" not in h["clientConfig"] for h in ours.values())
+    configmap = ("ConfigMap", NAMESPACE, WEBHOOK_CONFIGMAP)
+    assert chart[configmap]["data"] != base[configmap]["data"]
     crd = ("CustomResourceDefinition", "", "trainingjobs.mlgate.dev")
     assert "app.kubernetes.io/part-of" not in (chart[crd]["metadata"].get("labels") or {})
     assert base[crd]["metadata"]["labels"]["app.kubernetes.io/part-of"] == "mlgate"
     assert set(FIELD_DIFFERENCES) == {"metadata.labels", "CustomResourceDefinition metadata.labels",
-                                      "webhooks[].clientConfig.caBundle"}
+                                      "webhooks[].clientConfig.caBundle",
+                                      "ConfigMap mlgate-webhook-configurations data"}
 
 
 def test_the_cert_manager_profile_renders_what_the_documented_overlay_renders(helm: Helm, tmp_path: Path) -> None:
@@ -190,8 +212,20 @@ def test_the_release_namespace_is_never_intercepted_even_when_the_exclusions_lea
         assert by_name == {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["ml-admission"]}
 
 
+@pytest.mark.parametrize("mode", ["selfManaged", "certManager", "secret"])
+def test_helm_applies_the_webhook_configurations_only_in_certs_mode_secret(helm: Helm, mode: str) -> None:
+    objects = helm.render(values={"certs": {"mode": mode}})
+    applied = [o for o in objects if o["kind"].endswith("WebhookConfiguration")]
+    (container,) = by_key(objects)[("Deployment", NAMESPACE, "mlgate-webhook")]["spec"]["template"]["spec"][
+        "containers"]
+    registers = "--self-managed" in container["args"]
+    in_configmap = any(o["kind"] == "ConfigMap" and o["metadata"]["name"] == WEBHOOK_CONFIGMAP for o in objects)
+    assert (len(applied), registers, in_configmap) == ((2, False, False) if mode == "secret" else (0, True, True))
+    assert ("--ca-file=/etc/mlgate/tls/ca.crt" in container["args"]) == (mode == "certManager")
+
+
 def test_a_ca_bundle_from_the_values_is_in_every_webhook(helm: Helm) -> None:
-    rendered = webhooks(helm.render(values={"certs": {"caBundle": "Y2EtcGVt"}}))
+    rendered = webhooks(helm.render(values={"certs": {"mode": "secret", "caBundle": "Y2EtcGVt"}}))
     assert {h["clientConfig"]["caBundle"] for h in rendered.values()} == {"Y2EtcGVt"}
 
 
@@ -227,7 +261,8 @@ def test_policies_come_from_the_shipped_set_and_the_values(helm: Helm) -> None:
     shipped = {p.name: p.read_text(encoding="utf-8") for p in (REPO / "policies").glob("*.yaml")}
 
     def data(values: dict[str, Any]) -> dict[str, str]:
-        (configmap,) = [o for o in helm.render(values=values) if o["kind"] == "ConfigMap"]
+        (configmap,) = [o for o in helm.render(values=values) if o["kind"] == "ConfigMap"
+                        and o["metadata"]["name"] == "mlgate-policies"]
         return configmap["data"]  # type: ignore[no-any-return]
 
     assert data({}) == shipped

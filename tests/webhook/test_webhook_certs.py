@@ -65,13 +65,14 @@ def test_certs_makes_rsa_keys_on_request(tmp_path):
     assert isinstance(load_issued(tmp_path / "tls.crt", tmp_path / "tls.key").key, rsa.RSAPrivateKey)
 
 
-def test_certs_patches_the_ca_bundle_into_the_webhook_manifests_keeping_comments(tmp_path):
+def test_certs_patches_the_ca_bundle_into_a_copy_of_the_webhook_manifests_keeping_comments(tmp_path):
     manifest = tmp_path / "webhooks.yaml"
     shutil.copy(ROOT / "manifests" / "webhooks.yaml", manifest)
     result = run_certs("--out-dir", str(tmp_path / "pki"), "--patch", str(manifest))
     assert result.exit_code == 0, result.output
+    assert manifest.read_text() == (ROOT / "manifests" / "webhooks.yaml").read_text()  # the source is untouched
     bundle = base64.b64encode((tmp_path / "pki" / "ca.crt").read_bytes()).decode()
-    text = manifest.read_text()
+    text = (tmp_path / "pki" / "webhooks.yaml").read_text()
     hooks = sum(len(d["webhooks"]) for d in yaml.safe_load_all((ROOT / "manifests" / "webhooks.yaml").read_text()))
     assert hooks >= 6 and text.count(f"caBundle: {bundle}") == hooks
     assert "# Fail: these are the kinds mlgate exists to guard" in text

@@ -107,7 +107,11 @@ def test_rbac_only_reads_what_the_caches_watch_writes_policy_status_and_creates_
     status_writes = {(g, r + "/status", "patch")
                      for g, r in map(group_and_resource, (*POLICIES.values(), *EXCEPTIONS.values()))}
     events = {("events.k8s.io", "events", "create")}  # mlgate_webhook.events: denials a controller received
-    assert granted == {(g, r, v) for g, r in wanted for v in ("get", "list", "watch")} | status_writes | events
+    registration = {("admissionregistration.k8s.io", f"{kind}webhookconfigurations", verb)  # --self-managed
+                    for kind in ("validating", "mutating") for verb in ("create", "get", "update")}
+    owner = {("rbac.authorization.k8s.io", "clusterroles", "get")}
+    assert granted == ({(g, r, v) for g, r in wanted for v in ("get", "list", "watch")} | status_writes | events
+                       | registration | owner)
 
 
 def test_the_deployment_is_locked_down_and_probed():
@@ -135,13 +139,14 @@ def test_kustomize_renders_the_base():
     assert result.returncode == 0, result.stderr
     kinds = [d["kind"] for d in yaml.safe_load_all(result.stdout) if d]
     for kind in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment",
-                 "PodDisruptionBudget", "Service", "MutatingWebhookConfiguration",
-                 "ValidatingWebhookConfiguration"):
+                 "PodDisruptionBudget", "Service"):
         assert kind in kinds
+    # registered by the webhook once it runs (--self-managed), never applied before its Pods exist
+    assert not [k for k in kinds if k.endswith("WebhookConfiguration")]
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with its built-in kustomize) is not installed")
-def test_the_cert_manager_overlay_in_the_docs_renders_and_asks_for_ca_injection(tmp_path):
+def test_the_cert_manager_overlay_in_the_docs_serves_its_certificate_and_registers_its_ca(tmp_path):
     blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "cert-manager.md").read_text(), re.S)
     kustomization, certificates = blocks
     assert "../../manifests" in kustomization
@@ -151,13 +156,13 @@ def test_the_cert_manager_overlay_in_the_docs_renders_and_asks_for_ca_injection(
     result = subprocess.run(["kubectl", "kustomize", str(tmp_path)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     rendered = [d for d in yaml.safe_load_all(result.stdout) if d]
-    configs = [d for d in rendered if d["kind"].endswith("WebhookConfiguration")]
-    assert len(configs) == 2
-    for config in configs:
-        annotations = config["metadata"]["annotations"]
-        assert annotations == {"cert-manager.io/inject-ca-from": "mlgate-system/mlgate-webhook-tls"}
+    assert not [d for d in rendered if d["kind"].endswith("WebhookConfiguration")]  # the webhook registers them
     (serving,) = [d for d in rendered if d["kind"] == "Certificate" and d["metadata"]["name"] == "mlgate-webhook-tls"]
     (deployment,) = [d for d in rendered if d["kind"] == "Deployment" and d["metadata"]["name"] == "mlgate-webhook"]
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
     assert volumes["tls"]["secret"]["secretName"] == serving["spec"]["secretName"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert {"--self-managed", f"--ca-file={mounts['tls']}/ca.crt", f"--cert-file={mounts['tls']}/tls.crt",
+            f"--key-file={mounts['tls']}/tls.key"} <= set(container["args"])
     assert serving["spec"]["dnsNames"][-1] == "mlgate-webhook.mlgate-system.svc.cluster.local"
