@@ -7,7 +7,6 @@ message naming `make control-plane`.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import uuid
@@ -18,10 +17,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from control_plane import BUILD_COMMAND, REPO, ControlPlane, HarnessError, find_binaries
+from control_plane import BUILD_COMMAND, CI, REPO, ControlPlane, HarnessError, find_binaries
 from e2e_webhook import WebhookProcess
 
-CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 GANG_POLICY = REPO / "examples" / "policies" / "gang-volcano.yaml"
 PROBE_NAMESPACE = "e2e-probe"
 _active: list[ControlPlane] = []

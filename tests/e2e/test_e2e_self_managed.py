@@ -25,8 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CI
-from control_plane import REPO, ControlPlane, HarnessError, Process, Result, find_binaries, free_port, wait_for
+from control_plane import CI, REPO, ControlPlane, HarnessError, Process, Result, find_binaries, free_port, wait_for
 from cryptography import x509
 from e2e_objects import MLGATE, example, pytorchjob
 from e2e_webhook import eventually
