@@ -72,7 +72,8 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("tensorflow-on-default-framework", change(change(TJ, "/spec/framework", DELETE), "/spec/tensorflow",
                                                {"parameterServers": 1})),
     ("valid-tensorflow-parameter-server", TF_PS),
-    ("valid-model-config", change(TJ, "/spec/modelConfig", {"hyperparameters": {"LR": "1"}, "dataPath": "s3://d/x",
+    ("valid-model-config", change(TJ, "/spec/modelConfig", {"hyperparameters": {"LR": "1"},  # a real bucket name:
+                                                            "dataPath": "s3://datasets/train",  # the webhook judges it
                                                             "outputPath": "/out"})),
     ("strategy-on-pytorch", change(TJ, "/spec/distributedStrategy", "multi_worker_mirrored")),
     ("mirrored-on-three-replicas", change(change(TF_PS, "/spec/distributedStrategy", "mirrored"), "/spec/tensorflow",
