@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from control_plane import BUILD_COMMAND, CI, REPO, ControlPlane, HarnessError, find_binaries
+from control_plane import BUILD_COMMAND, CI, REPO, ControlPlane, HarnessError, started_plane
 from e2e_webhook import WebhookProcess
 
 GANG_POLICY = REPO / "examples" / "policies" / "gang-volcano.yaml"
@@ -28,19 +28,8 @@ _skipped_in_ci: list[str] = []
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    try:
-        binaries = find_binaries()
-    except HarnessError as exc:
-        if CI:
-            pytest.fail(f"CI=true and the control plane is mandatory: {exc}", pytrace=False)
-        pytest.skip(str(exc))
-    plane = ControlPlane(binaries, tmp_path_factory.mktemp("control-plane"))
+    plane = started_plane(tmp_path_factory.mktemp("control-plane"))
     _active.append(plane)
-    try:
-        plane.start()
-    except (HarnessError, AssertionError, OSError) as exc:
-        plane.stop()
-        pytest.fail(f"the control plane did not start: {exc}\n{plane.tails()}", pytrace=False)
     yield plane
     plane.stop()
     _active.remove(plane)

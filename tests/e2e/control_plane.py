@@ -351,3 +351,23 @@ def to_yaml(objects: dict[str, Any] | list[dict[str, Any]]) -> str:
 
 def ca_bundle(ca_pem: bytes) -> str:
     return base64.b64encode(ca_pem).decode()
+
+
+def started_plane(directory: Path, plane_type: type[ControlPlane] = ControlPlane) -> ControlPlane:
+    """A started control plane for a test fixture, which stops it. Missing binaries skip the test, or fail it with
+    CI=true; a plane that does not start fails it with the tails of its logs."""
+    import pytest  # only fixtures call this: the demo script imports the harness without pytest
+
+    try:
+        binaries = find_binaries()
+    except HarnessError as exc:
+        if CI:
+            pytest.fail(f"CI=true and the control plane is mandatory: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+    plane = plane_type(binaries, directory)
+    try:
+        plane.start()
+    except (HarnessError, AssertionError, OSError) as exc:
+        plane.stop()
+        pytest.fail(f"the control plane did not start: {exc}\n{plane.tails()}", pytrace=False)
+    return plane

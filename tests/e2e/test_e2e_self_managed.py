@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
-from control_plane import CI, REPO, ControlPlane, HarnessError, Process, Result, find_binaries, free_port, wait_for
+from control_plane import REPO, ControlPlane, Process, Result, free_port, started_plane, wait_for
 from cryptography import x509
 from e2e_objects import MLGATE, example, pytorchjob
 from e2e_webhook import eventually
@@ -109,18 +109,7 @@ def service_account_kubeconfig(cluster: ControlPlane, path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
-    try:
-        binaries = find_binaries()
-    except HarnessError as exc:
-        if CI:
-            pytest.fail(f"CI=true and the control plane is mandatory: {exc}", pytrace=False)
-        pytest.skip(str(exc))
-    cluster = ControlPlane(binaries, tmp_path_factory.mktemp("self-managed-plane"))
-    try:
-        cluster.start()
-    except (HarnessError, AssertionError, OSError) as exc:
-        cluster.stop()
-        pytest.fail(f"the control plane did not start: {exc}\n{cluster.tails()}", pytrace=False)
+    cluster = started_plane(tmp_path_factory.mktemp("self-managed-plane"))
     directory = tmp_path_factory.mktemp("self-managed")
     policies = directory / "policies"
     policies.mkdir()  # empty: the webhook starts unready, as a Pod whose policies are not loaded yet

@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
 
-from control_plane import ControlPlane, HarnessError, find_binaries
+from control_plane import ControlPlane, started_plane
 from helm_chart import Helm, HelmMissing, helm_path
 
 CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
@@ -47,16 +47,6 @@ class BarePlane(ControlPlane):
 
 @pytest.fixture(scope="session")
 def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    try:
-        binaries = find_binaries()
-    except HarnessError as exc:
-        _missing(str(exc))
-        raise
-    plane = BarePlane(binaries, tmp_path_factory.mktemp("helm-control-plane"))
-    try:
-        plane.start()
-    except (HarnessError, AssertionError, OSError) as exc:
-        plane.stop()
-        pytest.fail(f"the control plane did not start: {exc}\n{plane.tails()}", pytrace=False)
+    plane = started_plane(tmp_path_factory.mktemp("helm-control-plane"), BarePlane)
     yield plane
     plane.stop()

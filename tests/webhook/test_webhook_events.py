@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -178,20 +177,9 @@ def test_the_running_webhook_records_an_event_for_a_controller_and_none_for_a_pe
 @pytest.fixture(scope="module")
 def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
-    from control_plane import ControlPlane, HarnessError, find_binaries
+    from control_plane import started_plane
 
-    try:
-        binaries = find_binaries()
-    except HarnessError as exc:
-        if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
-            pytest.fail(f"CI=true and the control plane is mandatory: {exc}", pytrace=False)
-        pytest.skip(str(exc))
-    plane = ControlPlane(binaries, tmp_path_factory.mktemp("events-control-plane"))
-    try:
-        plane.start()
-    except (HarnessError, AssertionError, OSError) as exc:
-        plane.stop()
-        pytest.fail(f"the control plane did not start: {exc}\n{plane.tails()}", pytrace=False)
+    plane = started_plane(tmp_path_factory.mktemp("events-control-plane"))
     yield plane
     plane.stop()
 
