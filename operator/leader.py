@@ -19,8 +19,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
+
+from mlgate.kube.lease import Observation, lease_spec, micro_time  # the algorithm, shared with the webhook
 
 from .client import ApiError, KubeClient
 
@@ -28,11 +29,6 @@ __all__ = ["LEASE_API", "LeaderElector"]
 
 log = logging.getLogger("mlgate.reconciler.leader")
 LEASE_API, LEASE_KIND = "coordination.k8s.io/v1", "Lease"
-
-
-def micro_time() -> str:
-    """metav1.MicroTime, the Lease's time format."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -46,8 +42,10 @@ class LeaderElector:
     retry_period: float = 2.0
     clock: Callable[[], float] = time.monotonic
     on_change: Callable[[bool], None] = lambda leading: None
-    _observed: tuple[Any, ...] | None = field(default=None, init=False)
-    _observed_at: float = field(default=0.0, init=False)
+    _seen: Observation = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._seen = Observation(self.clock)
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this candidate holds the Lease afterwards."""
@@ -57,12 +55,7 @@ class LeaderElector:
                 self.client.create(self._lease(None))
                 return True
             spec = lease.get("spec") or {}
-            record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseTransitions"))
-            if record != self._observed:
-                self._observed, self._observed_at = record, self.clock()
-            holder = spec.get("holderIdentity")
-            duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
-            if holder and holder != self.identity and self.clock() < self._observed_at + duration:
+            if self._seen.held_by_another(spec, self.identity, self.lease_duration):
                 return False
             self.client.patch(LEASE_API, LEASE_KIND, self.namespace, self.name, {
                 "metadata": {"resourceVersion": lease["metadata"]["resourceVersion"]},
@@ -77,20 +70,9 @@ class LeaderElector:
             return False
 
     def _lease(self, spec: dict[str, Any] | None) -> dict[str, Any]:
-        now = micro_time()
-        mine = spec is not None and spec.get("holderIdentity") == self.identity
-        transitions = int((spec or {}).get("leaseTransitions") or 0)
-        return {
-            "apiVersion": LEASE_API, "kind": LEASE_KIND,
-            "metadata": {"name": self.name, "namespace": self.namespace},
-            "spec": {
-                "holderIdentity": self.identity,
-                "leaseDurationSeconds": max(1, round(self.lease_duration)),
-                "acquireTime": (spec or {}).get("acquireTime") if mine else now,
-                "renewTime": now,
-                "leaseTransitions": transitions if mine or spec is None else transitions + 1,
-            },
-        }
+        return {"apiVersion": LEASE_API, "kind": LEASE_KIND,
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": lease_spec(spec, self.identity, self.lease_duration)}
 
     def acquire(self, stop: threading.Event) -> bool:
         """Block until this candidate leads (True) or `stop` is set (False)."""

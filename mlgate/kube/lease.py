@@ -1,6 +1,7 @@
 """Leader election through a `coordination.k8s.io/v1` Lease, as client-go's leaderelection package does it.
 
-The same algorithm as the reconciler's `leader.py`, over plain resource paths (`rest.Rest`), for the webhook:
+`Observation` and `lease_spec` are the algorithm, shared with the reconciler's `leader.py`; `Lease` runs it over
+plain resource paths (`rest.Rest`) for the webhook:
 - a candidate takes the Lease when it does not exist, has no holder, or its record (holder, renewTime,
   transitions) has not changed for `lease_duration` by the candidate's OWN monotonic clock (clock skew between
   nodes does not matter);
@@ -12,14 +13,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from .rest import ApiError, Rest
 
-__all__ = ["Lease"]
+__all__ = ["Lease", "Observation", "lease_spec", "micro_time"]
 
 log = logging.getLogger("mlgate.kube.lease")
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
@@ -31,6 +32,38 @@ def micro_time() -> str:
 
 
 @dataclass
+class Observation:
+    """What a candidate last saw of a Lease's record (holder, renewTime, transitions), and when, by its own clock."""
+
+    clock: Callable[[], float] = time.monotonic
+    record: tuple[Any, ...] | None = None
+    at: float = 0.0
+
+    def held_by_another(self, spec: Mapping[str, Any], identity: str, default_duration: float) -> bool:
+        """True while another holder's record changed within its leaseDurationSeconds, as this candidate saw it."""
+        record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseTransitions"))
+        if record != self.record:
+            self.record, self.at = record, self.clock()
+        holder = spec.get("holderIdentity")
+        duration = float(spec.get("leaseDurationSeconds") or default_duration)
+        return bool(holder) and holder != identity and self.clock() < self.at + duration
+
+
+def lease_spec(spec: Mapping[str, Any] | None, identity: str, duration: float) -> dict[str, Any]:
+    """The spec `identity` writes to take or renew a Lease whose spec is `spec` (None: it does not exist yet)."""
+    now = micro_time()
+    mine = spec is not None and spec.get("holderIdentity") == identity
+    transitions = int((spec or {}).get("leaseTransitions") or 0)
+    return {
+        "holderIdentity": identity,
+        "leaseDurationSeconds": max(1, round(duration)),
+        "acquireTime": (spec or {}).get("acquireTime") if mine else now,
+        "renewTime": now,
+        "leaseTransitions": transitions if mine or spec is None else transitions + 1,
+    }
+
+
+@dataclass
 class Lease:
     rest: Rest
     namespace: str
@@ -39,8 +72,10 @@ class Lease:
     lease_duration: float = 15.0
     clock: Callable[[], float] = time.monotonic
     owner: dict[str, Any] | None = None  # an ownerReference for the Lease it creates
-    _observed: tuple[Any, ...] | None = field(default=None, init=False)
-    _observed_at: float = field(default=0.0, init=False)
+    _seen: Observation = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._seen = Observation(self.clock)
 
     @property
     def path(self) -> str:
@@ -54,12 +89,7 @@ class Lease:
                 self.rest("POST", LEASES.format(namespace=self.namespace), self._lease(None, None))
                 return True
             spec = lease.get("spec") or {}
-            record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseTransitions"))
-            if record != self._observed:
-                self._observed, self._observed_at = record, self.clock()
-            holder = spec.get("holderIdentity")
-            duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
-            if holder and holder != self.identity and self.clock() < self._observed_at + duration:
+            if self._seen.held_by_another(spec, self.identity, self.lease_duration):
                 return False
             body = self._lease(spec, lease["metadata"]["resourceVersion"])
             if lease["metadata"].get("ownerReferences"):  # kept: changing them needs delete permission
@@ -75,24 +105,13 @@ class Lease:
             return False
 
     def _lease(self, spec: dict[str, Any] | None, version: str | None) -> dict[str, Any]:
-        now = micro_time()
-        mine = spec is not None and spec.get("holderIdentity") == self.identity
-        transitions = int((spec or {}).get("leaseTransitions") or 0)
         metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
         if version:
             metadata["resourceVersion"] = version
         elif self.owner is not None:
             metadata["ownerReferences"] = [self.owner]
-        return {
-            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
-            "spec": {
-                "holderIdentity": self.identity,
-                "leaseDurationSeconds": max(1, round(self.lease_duration)),
-                "acquireTime": (spec or {}).get("acquireTime") if mine else now,
-                "renewTime": now,
-                "leaseTransitions": transitions if mine or spec is None else transitions + 1,
-            },
-        }
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
+                "spec": lease_spec(spec, self.identity, self.lease_duration)}
 
     def release(self) -> None:
         """Give the Lease up (only if still ours); best effort, the Lease expires on its own."""
