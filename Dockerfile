@@ -12,7 +12,9 @@ COPY pyproject.toml README.md requirements.lock ./
 COPY mlgate ./mlgate
 COPY webhook ./webhook
 COPY certs ./certs
-COPY operator ./operator
+COPY reconciler ./reconciler
+COPY audit ./audit
+COPY policies ./policies
 COPY manifests ./manifests
 RUN /opt/mlgate/bin/pip install --require-hashes -r requirements.lock \
  && /opt/mlgate/bin/pip install --no-deps . \

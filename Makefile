@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lock run test e2e control-plane checks bench bench-webhook bench-reconciler demo demo-cluster clean
+.PHONY: setup lock run test e2e control-plane checks stock-pythons bench bench-webhook bench-reconciler demo demo-cluster clean
 
 setup: $(STAMP)
 
@@ -57,6 +57,11 @@ control-plane:
 	tools/control-plane/kube-apiserver.sh
 	tools/control-plane/pod-security-admission.sh
 	tools/control-plane/helm.sh
+
+# `make setup`, `mlgate validate` and `mlgate serve` on Debian's /usr/bin/python3 and every pyenv Python from 3.11,
+# each in a venv of its own (the default python3 can hide a shadowed standard-library module). CI runs it.
+stock-pythons:
+	tools/stock-pythons.sh
 
 checks: setup
 	$(BIN)/ruff check .

@@ -66,7 +66,7 @@ def main() -> None:
             python = venv / "bin" / "python"
             site = next((venv / "lib").glob("python3*/site-packages"))
             bare, bare_count = size_mb(site), distributions(site)
-            # run from tmp: the checkout's operator/ would shadow the standard library's operator
+            # run from tmp, as a user installs from anywhere
             subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-c", str(pins(Path(tmp))),
                             f"{ROOT}{spec[1:]}"], check=True, stderr=subprocess.DEVNULL, cwd=tmp)
             total = size_mb(site)

@@ -58,7 +58,7 @@ def test_a_transport_without_its_extra_says_which_extra_to_install(monkeypatch):
 
 def test_the_wheel_lists_every_package_of_the_checkout():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
-    folders = {v: k for k, v in config["package-dir"].items()}  # operator/ is mlgate_reconciler, ...
+    folders = {v: k for k, v in config["package-dir"].items()}  # reconciler/ is mlgate_reconciler, ...
     found = set()
     for init in ROOT.glob("*/**/__init__.py"):
         parts = init.parent.relative_to(ROOT).parts
