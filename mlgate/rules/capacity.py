@@ -5,7 +5,8 @@ limits, as the API server defaults them), the pod's `priorityClassName`, `active
 `nodeSelector` and required node affinity, and the replicas of each template. Cluster facts: the namespace's
 ResourceQuotas (`spec.hard`, `spec.scopes`, `spec.scopeSelector`, `status.used`), LimitRanges (`spec.limits[]`
 of type Container and Pod: `max`, `min`, `default`, `defaultRequest`, `maxLimitRequestRatio`), Nodes
-(`status.allocatable`, labels, `spec.unschedulable`) and PriorityClasses.
+(`status.allocatable`, labels, `spec.unschedulable`, `NoSchedule`/`NoExecute` `spec.taints` against the pod's
+`tolerations`: rules/node_index.py) and PriorityClasses.
 Allowed values: what a whole job asks for at once (every template's pods, each holding what `pod_effective` says)
 within each quota's `hard` (`pods`/`count/pods`, `requests.*`, `limits.*`, bare `cpu`/`memory` as requests, and
 `<class>.deviceclass.resource.k8s.io/devices` for the claims a pod's ResourceClaimTemplates make: rules/claims.py),
@@ -28,7 +29,7 @@ from mlgate.rules.claims import QUOTA_SUFFIX, driver_gpus, pod_gpus, quota_devic
 from mlgate.rules.common import container_label, pod_effective, quantity
 from mlgate.rules.devices import is_mig
 from mlgate.rules.mig import required_terms, selects
-from mlgate.rules.node_index import DRA_PREFIX, NodeIndex, node_index
+from mlgate.rules.node_index import DRA_PREFIX, NodeIndex, node_index, tolerates_node
 from mlgate.rules.registry import Context, NoParams, check
 
 BUILT_IN_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
@@ -193,8 +194,11 @@ def nodes(workload: Workload, params: NoParams, context: Context) -> list[Findin
     chosen: set[str] = set()  # the nodes some pod may run on, unless one may run on any (`anywhere`)
     anywhere = False
     for template, wanted in asks:
-        selective = bool(template.spec.get("nodeSelector") or required_terms(template.spec))
-        candidates = [n for n in index.nodes if selects(template.spec, n.labels)] if selective else index.nodes
+        selecting = bool(template.spec.get("nodeSelector") or required_terms(template.spec))
+        tolerations = template.spec.get("tolerations")
+        candidates = [n for n in index.nodes if (not selecting or selects(template.spec, n.labels))
+                      and tolerates_node(tolerations, n)] if selecting or index.tainted else index.nodes
+        selective = len(candidates) != len(index.nodes) or selecting
         if selective:
             chosen |= {n.name for n in candidates}
         else:
@@ -206,7 +210,8 @@ def nodes(workload: Workload, params: NoParams, context: Context) -> list[Findin
                 findings.append(Finding(template.path("containers"), "no node large enough",
                                         f"{_who(template)} asks for {show(amount)} {_named(resource)}, but the largest "
                                         f"node it may run on has {largest} ({len(candidates)} of "
-                                        f"{len(index.nodes)} nodes match its node selection)",
+                                        f"{len(index.nodes)} nodes match its node selection"
+                                        f"{' and tolerations' if index.tainted else ''})",
                                         "ask for fewer per pod and run more replicas"))
             totals[resource] = totals.get(resource, Decimal(0)) + amount * template.replicas
     if workload.pods_counted and not findings:

@@ -10,6 +10,18 @@ A node's DRA devices are not in its allocatable but in the ResourceSlices its dr
 every device of the driver on the node, an upper bound on what one DeviceClass of it may take, so a refusal is
 never wrong. A driver with devices not bound to one node (network-attached pools) is in `dra_unbound`: its
 devices are not compared.
+
+A node's `NoSchedule` and `NoExecute` taints keep off every pod that does not tolerate them, as the scheduler's
+TaintToleration filter does (k8s.io/kubernetes pkg/scheduler/framework/plugins/tainttoleration; `PreferNoSchedule`
+only scores). A toleration matches as core/v1 `Toleration.ToleratesTaint` says (k8s.io/api core/v1
+toleration.go): its effect, if set, equals the taint's; its key, if set, equals the taint's (an empty key with
+`Exists` matches every taint); `Exists` matches any value, `Equal` (or no operator) the same value. An operator
+this table does not know is taken as tolerating, so a refusal is never wrong. The taints the control plane puts on
+for a node's passing condition are not counted: `node.kubernetes.io/*` (not-ready, which the TaintNodesByCondition
+admission plugin adds to every new Node until its kubelet reports Ready, unreachable, memory-, disk- and
+pid-pressure, network-unavailable; a cordon is `spec.unschedulable`, left out above) and the cloud provider's
+`node.cloudprovider.kubernetes.io/uninitialized`: a pod waits them out, so they say nothing about whether it can
+ever run.
 """
 
 from __future__ import annotations
@@ -19,16 +31,28 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from mlgate.model.workload import as_dict
+from mlgate.model.workload import as_dict, as_list
 from mlgate.rules.common import quantity
 
 _KEPT = 4  # node lists: the current one, and a few a concurrent admission may still hold
+
+
+class Taint(NamedTuple):
+    key: str
+    value: str
+    effect: str
 
 
 class Node(NamedTuple):
     name: str
     labels: Mapping[str, str]
     allocatable: Mapping[str, int]  # whole amounts above zero
+    taints: tuple[Taint, ...] = ()  # the NoSchedule and NoExecute ones: what keeps a pod off
+
+
+HARD_EFFECTS = ("NoSchedule", "NoExecute")
+# condition taints (k8s.io/api core/v1 well_known_taints.go) and the cloud provider's start-up taint: passing states
+_PASSING_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/uninitialized")
 
 
 DRA_PREFIX = "dra:"
@@ -39,6 +63,7 @@ class NodeIndex(NamedTuple):
     largest: Mapping[str, int]
     total: Mapping[str, int]
     dra_unbound: frozenset[str] = frozenset()  # drivers with devices not bound to one node
+    tainted: bool = False  # some node has a NoSchedule or NoExecute taint
 
 
 Listed = Sequence[Mapping[str, Any]]
@@ -69,7 +94,7 @@ def _build(listed: Listed, slices: Listed) -> NodeIndex:
         for resource, amount in node.allocatable.items():
             largest[resource] = max(largest.get(resource, 0), amount)
             total[resource] = total.get(resource, 0) + amount
-    return NodeIndex(nodes, largest, total, frozenset(unbound))
+    return NodeIndex(nodes, largest, total, frozenset(unbound), any(node.taints for node in nodes))
 
 
 def _dra_devices(slices: Listed) -> tuple[dict[str, dict[str, int]], set[str]]:
@@ -117,4 +142,28 @@ def _node(node: Mapping[str, Any]) -> Node:
         number = quantity(value)
         if number is not None and number >= 1:
             amounts[str(resource)] = int(number)
-    return Node(str(meta.get("name") or ""), labels, amounts)
+    taints = tuple(Taint(str(taint.get("key") or ""), str(taint.get("value") or ""), str(taint.get("effect")))
+                   for taint in as_list(as_dict(node.get("spec")).get("taints"))
+                   if isinstance(taint, Mapping) and taint.get("effect") in HARD_EFFECTS
+                   and not str(taint.get("key") or "").startswith(_PASSING_TAINTS))
+    return Node(str(meta.get("name") or ""), labels, amounts, taints)
+
+
+def tolerates_node(tolerations: Any, node: Node) -> bool:
+    """Whether a pod with these tolerations may be placed on `node` as far as its taints go."""
+    if not node.taints:
+        return True
+    given = [as_dict(t) for t in as_list(tolerations)]
+    return all(any(_tolerates(toleration, taint) for toleration in given) for taint in node.taints)
+
+
+def _tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
+    effect, key = toleration.get("effect") or "", toleration.get("key") or ""
+    if (effect and effect != taint.effect) or (key and key != taint.key):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    if operator == "Equal":
+        return str(toleration.get("value") or "") == taint.value
+    return True  # an operator not known here: taken as tolerating, so no refusal rests on it

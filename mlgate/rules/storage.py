@@ -18,7 +18,9 @@ Drivers (storage_drivers.yaml, each row citing its source): what each one shares
 volumes, in-tree names mapped as csi-translation-lib does, and which are object stores that cannot rename
 (S3 Mountpoint, gcsfuse, blobfuse: `storage.checkpoint-posix`). A driver the table does not know, or one that
 shares only in some setups (Trident NAS, Portworx sharedv4, vSphere file volumes), is a skip that says so.
-URI schemes (KServe storage initializer, `kserve_storage.py`; case-insensitive, RFC 3986): `s3://<bucket>/<key>`,
+URI schemes (KServe storage initializer, `kserve_storage.py`), lower case only: RFC 3986 calls schemes
+case-insensitive, but the storage initializer matches lower-case prefixes (`_S3_PREFIX = "s3://"`, `startswith`) and
+fsspec looks a protocol up as written (`S3` is "Protocol not known"), so `S3://` is never fetched: `s3://<bucket>/<key>`,
 `gs://<bucket>/<key>` (`gcs://` too), `pvc://<claim>/<path>`, `hf://<owner>/<model>[:<revision>][/<path>]`,
 `oci://<registry>/<repository>`, `modelscope://<owner>/<model>`, `hdfs://`, `webhdfs://`, `file://<absolute path>`,
 and https, of which `https://<account>.blob|file|dfs.core.windows.net/<container>/<path>` and KServe's
@@ -289,12 +291,16 @@ def uri_finding(ptr: str, uri: str, allowed: list[str]) -> Finding | None:
     if not match:
         return Finding(ptr, "uri has no scheme", f'"{uri}" does not start with <scheme>://', fix)
     written, rest = match.group(1), match.group(2)
-    scheme = written.lower()  # RFC 3986: schemes are case-insensitive
+    scheme = written.lower()
     host = rest.split("/", 1)[0].lower()
     store = "azure" if scheme in ("http", "https") and _AZURE_HOST.match(host) else SCHEME_ALIASES.get(scheme, scheme)
     if store not in allowed and scheme not in allowed:
         shown = f"Azure {written}" if store == "azure" else written
         return Finding(ptr, "uri scheme not allowed", f'"{uri}" uses {shown}', fix)
+    if written != scheme:  # the tools that fetch the model match the scheme as written (see the docstring)
+        return Finding(ptr, "uri scheme not lower case",
+                       f'"{uri}" writes its scheme as {written}, which the storage initializer and fsspec do not '
+                       "recognise, so the model is never fetched", f"write {scheme}://")
     problem = _shape_problem(scheme if scheme in ("az", "abfs", "abfss") else store, rest)
     return Finding(ptr, "uri malformed", f'"{uri}" {problem}', "write it as the scheme expects") if problem else None
 

@@ -186,6 +186,32 @@ def test_a_pod_asking_more_gpus_than_the_largest_node_has_is_refused(
         in refused.stderr, refused
 
 
+def test_a_pod_that_does_not_tolerate_the_only_large_nodes_taint_is_refused_and_one_that_does_is_admitted(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    name = f"e2e-dedicated-{uuid.uuid4().hex[:5]}"
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"pool": name}},
+            "spec": {"taints": [{"key": "dedicated", "value": "training", "effect": "NoSchedule"}]},
+            "status": {"capacity": {"nvidia.com/gpu": "8", "pods": "110"},
+                       "allocatable": {"nvidia.com/gpu": "8", "pods": "110"}}}
+    cluster.kubectl("create", "-f", "-", stdin=node).check()
+    cluster.kubectl("apply", "-f", "-", stdin=capacity_policy(namespace, ("capacity.nodes", "deny"))).check()
+
+    def job(job_name: str, tolerations: list[dict[str, str]]) -> dict[str, Any]:
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": job_name},
+                "spec": {"template": {"spec": {
+                    "restartPolicy": "Never", "nodeSelector": {"pool": name}, "tolerations": tolerations,
+                    "containers": [{"name": "train", "image": "registry.example/train:1.0",
+                                    "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}}}
+
+    untolerated = job("untolerated", [])
+    until_verdict(cluster, untolerated, namespace, denied_with=f"[cap-{namespace}/capacity.nodes] no node large enough")
+    refused = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=untolerated)
+    assert refused.code == 1 and "nodes match its node selection and tolerations" in refused.stderr, refused
+    tolerated = job("tolerated", [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}])
+    admitted = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=tolerated)
+    assert admitted.ok and "capacity.nodes" not in admitted.stderr, admitted
+
+
 def test_a_dra_claim_template_of_four_gpus_counts_as_four_gpus(
         webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
     # resource.k8s.io/v1, served by the API server itself since Kubernetes 1.34 (kubernetes/api resource/v1)

@@ -159,7 +159,7 @@ def uri_reasons(uri: str, params: dict[str, Any] | None = None) -> list[str]:
     return reasons(result)
 
 
-@pytest.mark.parametrize("uri", ["S3://models/llm", "Gs://models/llm", "gcs://models/llm", "az://models/llm",
+@pytest.mark.parametrize("uri", ["s3://models/llm", "gs://models/llm", "gcs://models/llm", "az://models/llm",
                                  "abfss://models@acct01.dfs.core.windows.net/llm", "abfs://models@acct01/llm",
                                  "https://acct01.z13.blob.storage.azure.net/models/llm",
                                  "https://acct01.dfs.core.windows.net/models/llm", "hf://meta-llama/Llama-3.1-8B/sub",
@@ -179,4 +179,12 @@ def test_a_store_written_wrong_or_not_allowed_is_refused(uri: str, reason: str):
 def test_hdfs_and_webhdfs_are_allowed_when_a_policy_lists_them():
     allowed = {"allowedSchemes": ["hdfs", "webhdfs"]}
     assert uri_reasons("hdfs://namenode/models", allowed) == []
-    assert uri_reasons("WebHDFS://namenode/models", allowed) == []
+    assert uri_reasons("webhdfs://namenode/models", allowed) == []
+
+
+@pytest.mark.parametrize("uri", ["S3://models/llm", "Gs://models/llm", "PVC://claim/llm", "Hf://meta-llama/Llama-3.1-8B"])
+def test_a_scheme_not_in_lower_case_is_refused_because_it_is_never_fetched(uri: str):
+    (result,) = decide(model(uri), "storage.checkpoint-uri").results
+    (finding,) = result.findings
+    assert finding.reason == "uri scheme not lower case"
+    assert finding.fix == f"write {uri.split(':', maxsplit=1)[0].lower()}://"
