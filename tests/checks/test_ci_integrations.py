@@ -161,16 +161,16 @@ def test_the_actions_last_step_fails_the_job_with_mlgates_exit_code():
     assert done.returncode == 1
 
 
-def readme_snippet(first_line: str) -> dict[str, Any]:
-    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
+def documented_snippet(first_line: str) -> dict[str, Any]:
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "cli.md").read_text(encoding="utf-8"), re.S)
     (block,) = [b for b in blocks if b.startswith(first_line)]
     return dict(yaml.safe_load(block))
 
 
-def test_the_readme_snippets_name_the_hook_and_only_inputs_the_action_declares():
-    (repo,) = readme_snippet("# .pre-commit-config.yaml")["repos"]
+def test_the_documented_snippets_name_the_hook_and_only_inputs_the_action_declares():
+    (repo,) = documented_snippet("# .pre-commit-config.yaml")["repos"]
     assert [h["id"] for h in repo["hooks"]] == [hook()["id"]]
     assert re.compile(repo["hooks"][0]["files"]).search("deploy/train.yaml")
-    steps = readme_snippet("# .github/workflows/mlgate.yml")["jobs"]["mlgate"]["steps"]
+    steps = documented_snippet("# .github/workflows/mlgate.yml")["jobs"]["mlgate"]["steps"]
     (ours,) = [s for s in steps if s["uses"].split("@")[0].endswith("/mlgate")]
     assert set(ours["with"]) <= set(action()["inputs"])

@@ -74,7 +74,7 @@ def workload(namespace: str, *, privileged: bool) -> dict[str, Any]:
 
 
 def register_own_kind(webhook: WebhookProcess, cluster: ControlPlane) -> None:
-    """What the README tells a platform team: one more webhook rule naming the resource, same service."""
+    """What docs/kinds.md tells a platform team: one more webhook rule naming the resource, same service."""
     (validating,) = [c for c in webhook.configurations() if c["kind"] == "ValidatingWebhookConfiguration"]
     hook = copy.deepcopy(next(h for h in validating["webhooks"] if h["name"] == "ml-jobs.validate.mlgate.dev"))
     hook["rules"] = [{"apiGroups": [FEATURE_STORE], "apiVersions": ["v1beta2"], "operations": ["CREATE", "UPDATE"],

@@ -131,7 +131,7 @@ def dry_run(cluster: ControlPlane, obj: dict[str, Any], *args: str) -> Result:
 
 def test_the_shipped_install_registers_no_webhook_before_mlgate_runs(install: Install) -> None:
     cluster = install.cluster
-    cluster.kubectl("apply", "-k", str(REPO / "manifests")).check()  # the README's command
+    cluster.kubectl("apply", "-k", str(REPO / "manifests")).check()  # the documented install (README, docs/webhook.md)
     cluster.kubectl("create", "namespace", TEAM).check()
     service_account_kubeconfig(cluster, install.directory / "sa-kubeconfig")
     for kind in CONFIG_KINDS:

@@ -55,7 +55,8 @@ def test_every_taint_must_be_tolerated_not_just_one():
 
 
 @pytest.mark.parametrize("key", ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
-                                 "node.kubernetes.io/memory-pressure", "node.cloudprovider.kubernetes.io/uninitialized"])
+                                 "node.kubernetes.io/memory-pressure",
+                                 "node.cloudprovider.kubernetes.io/uninitialized"])
 def test_a_taint_for_a_passing_node_condition_keeps_no_pod_off_because_the_pod_waits_it_out(key: str):
     assert tainted({"key": key, "effect": "NoSchedule"}).taints == ()
     assert tolerates_node([], tainted({"key": key, "effect": "NoExecute"}))
