@@ -115,15 +115,17 @@ def _evaluate(
     target = settled or (extract(mutated, old_obj, kinds=kinds, facts=facts) if mutated is not obj else None) \
         or workload
     subject = Subject.of(obj, mutated) if exceptions.items else None
+    known_kind = workload.known_kind
     for policy in selected:
-        warn_only = not workload.known_kind and policy.unknown_kinds is UnknownKinds.WARN
-        for binding in policy.bindings:
-            if binding.rule.check is not None:
+        warn_only = not known_kind and policy.unknown_kinds is UnknownKinds.WARN
+        policy_context = _for_policy(context, policy)
+        for binding in policy.checks:
+            if deadline is not None:
                 context.check_deadline()
-                result = _run_check(policy, binding, target, _for_policy(context, policy))
-                if subject is not None:
-                    result = apply_exceptions(result, policy, subject, exceptions)
-                results.append(replace(result, outcome=Outcome.WARN) if warn_only and result.blocks else result)
+            result = _run_check(policy, binding, target, policy_context)
+            if subject is not None:
+                result = apply_exceptions(result, policy, subject, exceptions)
+            results.append(replace(result, outcome=Outcome.WARN) if warn_only and result.blocks else result)
     patch = diff(obj, mutated) if mutated is not obj else []
     decision = Decision(allowed=True, results=results, patch=patch, mutated=mutated, notes=list(target.notes))
     decision.allowed = not decision.violations
@@ -237,7 +239,8 @@ def _mutation_round(
         key = (policy.key, binding.rule.id)
         if key in errors or key in skipped or workload is None:
             continue
-        context.check_deadline()
+        if context.deadline is not None:
+            context.check_deadline()
         rule = binding.rule
         before = None if rule.reports_changes else snapshot(current)
         try:

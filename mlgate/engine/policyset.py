@@ -51,6 +51,11 @@ class Policy:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
+    @cached_property
+    def checks(self) -> tuple[Binding, ...]:
+        """The bindings of rules that check, in the policy's order: worked out once per compiled policy."""
+        return tuple(b for b in self.bindings if b.rule.check is not None)
+
 
 @dataclass(frozen=True)
 class PolicySet:

@@ -20,8 +20,9 @@ def unescape(token: str) -> str:
 
 def join(base: str, *tokens: str | int) -> str:
     """Append reference tokens to a pointer: join("/spec", "a/b") == "/spec/a~1b"."""
-    for token in tokens:
-        base += "/" + escape(token)
+    for token in tokens:  # escape(), inlined: every finding's path and every patch is built here
+        text = str(token)
+        base += "/" + (text.replace("~", "~0").replace("/", "~1") if "~" in text or "/" in text else text)
     return base
 
 

@@ -230,7 +230,9 @@ class Decision:
 
     @property
     def violations(self) -> list[RuleResult]:
-        return [r for r in self.results if r.blocks]
+        # `blocks`, inlined: this runs over every result of every review
+        return [r for r in self.results if r.outcome is Outcome.FAIL
+                or (r.outcome is Outcome.ERROR and r.failure_policy is FailurePolicy.FAIL)]
 
     @property
     def warning_lines(self) -> list[Line]:
@@ -239,7 +241,7 @@ class Decision:
             warned = r.outcome is Outcome.WARN and r.action is not Action.AUDIT  # a deny an UPDATE did not cause too
             if warned or (r.outcome is Outcome.ERROR and not r.blocks):
                 out.extend(r.lines(MESSAGES_PER_RULE))
-            if r.action is not Action.AUDIT:  # what an exception excepted is said, never silent
+            if (r.exceptions or r.expired) and r.action is not Action.AUDIT:  # what an exception excepted is said
                 out.extend(r.exception_lines())
         return out
 

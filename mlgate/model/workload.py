@@ -47,28 +47,30 @@ class PodTemplate:
     # Views that are not the user's own dicts (rendered, or missing until a write creates them)
     # are rebuilt after a target was handed out, so a rule sees its own writes when it reads on.
     rerender: Callable[[], tuple[dict[str, Any], dict[str, Any]]] | None = None
-    writes: Callable[[], int] | None = None
+    # how many targets were handed out: a one-item list the targets count in (a box, not a function, because
+    # every read of the view looks at it)
+    writes: list[int] | None = None
     _seen_writes: int = 0
     _container_cache: tuple[int, tuple[tuple[str, int, dict[str, Any]], ...]] | None = None
     _regular_cache: tuple[tuple[str, int, dict[str, Any]], ...] = ()
     # `derived` views: compute function -> (write count it was worked out at, value)
     _derived: dict[Callable[[PodTemplate], Any], tuple[int, Any]] = field(default_factory=dict, compare=False)
 
-    def _fresh(self) -> None:
-        if self.rerender is not None and self.writes is not None and self.writes() != self._seen_writes:
-            self._seen_writes = self.writes()
-            self.rendered_spec, self.rendered_metadata = self.rerender()
+    def _refresh(self, writes: int) -> None:
+        assert self.rerender is not None
+        self._seen_writes = writes
+        self.rendered_spec, self.rendered_metadata = self.rerender()
 
     @property
     def spec(self) -> dict[str, Any]:
-        if self.rerender is not None:
-            self._fresh()
+        if self.rerender is not None and self.writes is not None and self.writes[0] != self._seen_writes:
+            self._refresh(self.writes[0])
         return self.rendered_spec
 
     @property
     def metadata(self) -> dict[str, Any]:
-        if self.rerender is not None:
-            self._fresh()
+        if self.rerender is not None and self.writes is not None and self.writes[0] != self._seen_writes:
+            self._refresh(self.writes[0])
         return self.rendered_metadata
 
     def path(self, *tokens: str | int) -> str:
@@ -80,7 +82,7 @@ class PodTemplate:
 
         Kept until the next write: every check walks these, many times per object.
         """
-        writes = self.writes() if self.writes is not None else 0
+        writes = self.writes[0] if self.writes is not None else 0
         cache = self._container_cache
         if cache is None or cache[0] != writes:
             spec = self.spec
@@ -104,7 +106,7 @@ class PodTemplate:
         rules read (e.g. every container's GPUs) is worked out once per template, not once per rule.
         `compute` is the key, so it must be a function of the template alone that lives as long as
         the process (a module-level one, or one made once per setting and kept)."""
-        writes = self.writes() if self.writes is not None else 0
+        writes = self.writes[0] if self.writes is not None else 0
         kept = self._derived.get(compute)
         if kept is None or kept[0] != writes:
             kept = self._derived[compute] = (writes, compute(self))

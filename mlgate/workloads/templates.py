@@ -65,7 +65,7 @@ def raw_template(
         restart_policy_pointer=full_spec + "/restartPolicy",
         # the user's own dicts need no refresh; a missing one is created by the first write
         rerender=None if isinstance(found_spec, dict) and (bare or isinstance(found_meta, dict)) else rerender,
-        writes=lambda: writes[0],
+        writes=writes,
     )
 
 

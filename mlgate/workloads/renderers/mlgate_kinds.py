@@ -81,7 +81,7 @@ def _templates(workload: Workload, obj: dict[str, Any], base: str, roles: list[t
             restart_policy_pointer=None,
             main_container=main,
             rerender=rerender,
-            writes=lambda: writes[0],
+            writes=writes,
         ))
 class _Layout:
     """Where each rendered container came from: the rendered containers' names, and each overlay container's
