@@ -210,3 +210,14 @@ def test_the_webhook_names_the_unreachable_api_server_until_its_watches_have_lis
     _, detail = Service(store, metrics, facts, reach=reach).readiness()
     assert detail["missing"] == ["TLS not ready"]  # a blip after the lists does not empty the Service's endpoints
     assert detail["apiServer"]["reachable"] is False and detail["apiServer"]["lastError"] == reach.problem
+
+
+def test_the_shipped_audit_deployment_probes_the_readyz_and_healthz_its_metrics_port_serves():
+    import yaml
+
+    deployment = yaml.safe_load((Path(__file__).resolve().parents[2] / "manifests/audit/deployment.yaml").read_text())
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    port = next(p for p in container["ports"] if p["name"] == "metrics")["containerPort"]
+    assert f"--metrics-port={port}" in container["args"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
