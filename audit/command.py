@@ -2,7 +2,8 @@
 
 It watches every kind the engine knows that the API server serves, judges the stored objects with the policies
 in force (files plus MLPolicy objects, hot reloaded) and, while holding the Lease, writes one PolicyReport per
-namespace. Metrics on `--metrics-address`. SIGTERM stops it; the Lease is released.
+namespace. On `--metrics-port`: /metrics, /healthz, and /readyz (503 and why while the API server cannot be
+reached or the cluster's policies are not listed yet). SIGTERM stops it; the Lease is released.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import click
 @click.option("--lease-name", default="mlgate-audit", show_default=True)
 @click.option("--identity", default=lambda: f"{socket.gethostname()}_{os.getpid()}", show_default="hostname_pid")
 @click.option("--metrics-port", default=0, show_default=True, type=click.IntRange(0, 65535),
-              help="Serve /metrics on this port (0: none).")
+              help="Serve /metrics, /healthz and /readyz on this port (0: none).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 def audit(*, metrics_port: int, log_level: str, **options: object) -> None:
@@ -43,17 +44,22 @@ def audit(*, metrics_port: int, log_level: str, **options: object) -> None:
     import logging
     import signal
 
+    from mlgate.kube.reach import quiet_retries
+
     from .runner import Audit, Options
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_retries()
     opts = Options(**options)  # type: ignore[arg-type]
     if opts.kubeconfig and opts.in_cluster:
         raise click.UsageError("--kubeconfig and --in-cluster exclude each other")
     runner = Audit(opts)
     if metrics_port:
-        from prometheus_client import start_http_server
+        from prometheus_client import generate_latest
 
-        start_http_server(metrics_port, registry=runner.metrics.registry)
+        from mlgate_reconciler.metrics import serve_metrics  # type: ignore[import-not-found,unused-ignore]
+
+        serve_metrics(lambda: generate_latest(runner.metrics.registry), "0.0.0.0", metrics_port, runner.not_ready)
     signal.signal(signal.SIGTERM, lambda *_: runner.stop.set())
     try:
         runner.run()

@@ -4,23 +4,29 @@ Reused, not rewritten: the webhook's policy store (files plus MLPolicy/ClusterML
 hot reloaded) and facts cache, the shared LIST+WATCH loop (mlgate/kube/watch.py), the stored-object rules of
 `validate --cluster` (mlgate/kube/stored.py), the reconciler's Lease election and rate-limited client, and the
 report builder (mlgate/reports). Reports are written by server-side apply, one request per changed report.
+
+An API server that does not answer (not there yet, restarting, a network partition) ends no loop: the watches, the
+Lease, the reading of the stored reports and the rounds each wait by a capped exponential backoff and try again
+(mlgate/kube/reach.py), and `not_ready()` names the server that cannot be reached until it answers again.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from mlgate.engine import PolicySet, evaluate
 from mlgate.kube.facts import FACT_PATHS
-from mlgate.kube.listing import Served, served
+from mlgate.kube.listing import Served, list_items, served
+from mlgate.kube.reach import Backoff, Reachability, describe, unreachable
 from mlgate.kube.stored import wanted_kinds
-from mlgate.kube.watch import ApiError, Reflector, api_get
+from mlgate.kube.watch import ApiError, Reflector, api_client, api_get, server_of
 from mlgate.loading.policies import default_policy_dir
 from mlgate.reports import WGPOLICY, ReportApi
 from mlgate.reports.policyreport import KINDS as KINDS_BY_API
@@ -75,8 +81,10 @@ class Audit:
         self.cluster_exceptions = ClusterExceptionSource()
         self.exceptions = ExceptionStore(self.cluster_exceptions)
         self.state: AuditState | None = None
-        self.get = api_get(self.options.kubeconfig, self.options.in_cluster)
-        transport = kube_transport(self.options.kubeconfig, self.options.in_cluster)
+        api = api_client(self.options.kubeconfig, self.options.in_cluster)
+        self.reach = Reachability(server_of(api))
+        self.get = api_get(self.options.kubeconfig, self.options.in_cluster, api=api, reach=self.reach)
+        transport = kube_transport(api=api, reach=self.reach)
         self.write: Transport = rate_limited(transport, self.options.write_qps, self.options.write_burst)
         self.transport = transport
         self.events = Bucket(self.options.event_qps, self.options.event_burst)
@@ -86,6 +94,16 @@ class Audit:
         self.started = time.monotonic()
         self._last_judged: datetime | None = None  # the clock of the last round's exceptions
         self.full_pass_from: float | None = self.started
+        self.kinds_due = False  # the policy set changed and its kinds are not all watched yet
+
+    def not_ready(self) -> str | None:
+        """None when ready (the API server answers and the cluster's policies are listed), else why not."""
+        problem = self.reach.problem
+        if problem is not None:
+            return problem
+        if not all(w.synced.is_set() for w in self.policy_watches):
+            return "cluster policies not listed yet"
+        return None
 
     # --- watches -----------------------------------------------------------------------------------
 
@@ -160,7 +178,10 @@ class Audit:
                 self.state.catalog = policies.kinds
                 self.state.everything_changed()
                 self.full_pass_from = self.full_pass_from or started
-            self.watch_kinds(policies)
+            self.kinds_due = True
+        if self.kinds_due and self.store.current is not None:
+            self.watch_kinds(self.store.current)  # raises while the API server does not answer: due next round
+            self.kinds_due = False
         policies = self.store.current
         if policies is None or self.state is None or not self.facts.known:
             return
@@ -182,10 +203,7 @@ class Audit:
             # reports wait for the backlog: 5,000 objects judged in 10 batches must not write each report 10 times
             drained = not state.dirty
             writes, deletes = state.reports(datetime.now(UTC)) if self.leading.is_set() and drained else ([], [])
-        for report in writes:
-            self._apply(report)
-        for namespace, name in deletes:
-            self._delete(namespace, name)
+        self._write_reports(writes, deletes)
         if self.leading.is_set():
             self._tell(state)
         synced = len(state.synced) >= len(self.watched)
@@ -197,6 +215,23 @@ class Audit:
             log.info("audit: every object judged and reported in %.1fs", time.monotonic() - self.full_pass_from)
             self.full_pass_from = None
         self.metrics.pass_seconds.observe(time.monotonic() - started)
+
+    def _write_reports(self, writes: Sequence[dict[str, Any]], deletes: Sequence[tuple[str, str]]) -> None:
+        """Apply and delete in turn; when a request gets no answer, its namespace and those not yet written are
+        built again next round (they left `dirty_namespaces` when the reports were built)."""
+        todo: list[tuple[str, Callable[[], None]]] = [
+            (str(r["metadata"].get("namespace") or ""), functools.partial(self._apply, r)) for r in writes]
+        todo += [(namespace, functools.partial(self._delete, namespace, name)) for namespace, name in deletes]
+        for index, (_, write) in enumerate(todo):
+            try:
+                write()
+            except Exception:
+                with self.lock:
+                    assert self.state is not None
+                    self.metrics.write_errors.inc()
+                    for namespace, _ in todo[index:]:
+                        self.state.failed(namespace)
+                raise
 
     def _apply(self, report: dict[str, Any]) -> None:
         meta = report["metadata"]
@@ -245,8 +280,9 @@ class Audit:
                 log.warning("event on %s %s/%s: %s %s", judged.ref.kind, judged.ref.namespace, judged.ref.name,
                             status, data[:200].decode(errors="replace"))
 
-    def seed_written(self) -> None:
-        """On becoming leader: the stored reports' digests, so an unchanged report is not written again."""
+    def seed_written(self) -> bool:
+        """On becoming leader: the stored reports' digests, so an unchanged report is not written again. False when
+        the API server did not answer: nothing is known of what is stored yet, so this replica may not lead."""
         from mlgate.reports import digest
 
         namespaced, cluster = KINDS_BY_API[self.options.report_api]
@@ -255,26 +291,40 @@ class Audit:
         for kind in (namespaced, cluster):
             path = _report_path(self.options.report_api, kind, "", "").rstrip("/")
             try:
-                from mlgate.kube.listing import list_items
-
                 stored += list(list_items(self.get, path, {"labelSelector": selector}))
-            except ApiError as exc:
+            except ApiError as exc:  # an answer (e.g. 404: the report CRDs are not installed): nothing stored
                 log.warning("listing %s: %s", kind, exc)
+            except Exception as exc:
+                if not unreachable(exc):
+                    raise
+                log.warning("listing %s: cannot reach the API server: %s", kind, describe(exc))
+                return False
         with self.lock:
             if self.state is None:
-                return
+                return True
             self.state.forget_written()
             for report in stored:
                 meta = report.get("metadata") or {}
                 self.state.written[(str(meta.get("namespace") or ""), str(meta.get("name")))] = digest(report)
             self.state.seed_failing(_failing_in(stored))
+        return True
+
+    def _seeded(self, backoff: Backoff) -> bool:
+        """`seed_written()`, tried again after a backoff while the API server does not answer; False once stopped."""
+        while not self.stop.is_set():
+            if self.seed_written():
+                backoff.reset()
+                return True
+            self.stop.wait(backoff.next())
+        return False
 
     def lead(self) -> None:
-        """The Lease loop (or, without --leader-elect, leading from the start)."""
+        """The Lease loop (or, without --leader-elect, leading from the start once the stored reports are read)."""
+        backoff = Backoff()
         if not self.options.leader_elect:
-            self.seed_written()
-            self.leading.set()
-            self.metrics.leader.set(1)
+            if self._seeded(backoff):
+                self.leading.set()
+                self.metrics.leader.set(1)
             return
         from mlgate_reconciler.client import KubeClient  # type: ignore[import-not-found,unused-ignore]
 
@@ -283,7 +333,10 @@ class Audit:
         while not self.stop.is_set():
             if not elector.acquire(self.stop):
                 break
-            self.seed_written()
+            if not self.seed_written():  # still holding the Lease: acquire() renews it after the wait
+                self.stop.wait(backoff.next())
+                continue
+            backoff.reset()
             self.leading.set()
             self.metrics.leader.set(1)
             held = elector.hold(self.stop)
@@ -292,10 +345,23 @@ class Audit:
             if held:
                 elector.release()
 
+    def _lead_always(self) -> None:
+        """`lead()`, started again after a backoff if it fails: a replica whose lease loop died would never lead."""
+        backoff = Backoff()
+        while not self.stop.is_set():
+            try:
+                return self.lead()
+            except Exception:
+                self.leading.clear()
+                self.metrics.leader.set(0)
+                log.exception("audit lease loop failed; starting it again")
+                self.stop.wait(backoff.next())
+
     def run(self) -> None:
         self.start_watches()
-        threading.Thread(target=self.lead, name="audit-lease", daemon=True).start()
+        threading.Thread(target=self._lead_always, name="audit-lease", daemon=True).start()
         next_resync = time.monotonic() + self.options.resync
+        backoff = Backoff()
         while not self.stop.is_set():
             if time.monotonic() >= next_resync and self.state is not None:
                 with self.lock:
@@ -303,8 +369,17 @@ class Audit:
                 next_resync = time.monotonic() + self.options.resync
             try:
                 self.round()
-            except Exception:  # one bad round must not end the audit; the next one retries
-                log.exception("audit round failed")
+                backoff.reset()
+            except Exception as exc:  # one bad round must not end the audit; the next one retries
+                if not unreachable(exc):
+                    log.exception("audit round failed")
+                    backoff.reset()
+                else:
+                    delay = backoff.next()
+                    log.warning("audit round: cannot reach the API server: %s; next round in %.1fs", describe(exc),
+                                delay)
+                    self.stop.wait(delay)
+                    continue
             if self.state is None or not self.state.dirty:
                 self.stop.wait(self.options.interval)
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from mlgate.kube.reach import Reachability
 from mlgate.kube.watch import ApiError  # one error type for the watch and the requests
 
 __all__ = ["PATHS", "ApiError", "KubeClient", "Transport", "WriteObserver", "collection_path", "kube_transport",
@@ -172,13 +173,15 @@ def _message(data: bytes) -> str:
         return data[:300].decode(errors="replace")
 
 
-def kube_transport(kubeconfig: str | None = None, in_cluster: bool = False) -> Transport:
-    """A Transport with the Kubernetes client's credentials (kubeconfig file or in-cluster)."""
+def kube_transport(kubeconfig: str | None = None, in_cluster: bool = False, *, api: Any = None,
+                   reach: Reachability | None = None) -> Transport:
+    """A Transport with the Kubernetes client's credentials (of `api`, else of the kubeconfig file or in-cluster);
+    with `reach`, every request's outcome (an answer, or none) is recorded there."""
     from kubernetes.client.exceptions import ApiException
 
     from mlgate.kube.watch import api_client
 
-    api = api_client(kubeconfig, in_cluster)
+    api = api if api is not None else api_client(kubeconfig, in_cluster)
 
     def send(method: str, path: str, query: dict[str, str], body: Any, content_type: str) -> tuple[int, bytes]:
         headers = {"Accept": "application/json"}
@@ -198,7 +201,15 @@ def kube_transport(kubeconfig: str | None = None, in_cluster: bool = False) -> T
         except ApiException as exc:
             return int(exc.status or 0), (exc.body or b"") if isinstance(exc.body, bytes) else str(exc.body).encode()
 
-    return send
+    if reach is None:
+        return send
+    observed = reach
+
+    def send_observed(method: str, path: str, query: dict[str, str], body: Any,
+                      content_type: str) -> tuple[int, bytes]:
+        return observed.observe(lambda: send(method, path, query, body, content_type))
+
+    return send_observed
 
 
 def rate_limited(transport: Transport, qps: float, burst: int) -> Transport:

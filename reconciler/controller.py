@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mlgate.engine import PolicySet
+from mlgate.kube.reach import unreachable
 from mlgate.kube.watch import Get, OnEvent, OnReplace, Reflector
 
 from .cache import Cache, Collection, Reader, shrink
@@ -63,7 +64,9 @@ def reconcile_once(client: KubeClient, policies: PolicySet, namespace: str = "")
             meta = obj.get("metadata") or {}
             try:
                 result = run_pass(client, str(meta["namespace"]), str(meta["name"]), policies)
-            except Exception as exc:  # one broken object or a dropped connection never stops the round
+            except Exception as exc:  # one broken object never stops the round; an API server gone away does
+                if unreachable(exc):
+                    raise
                 errors += 1
                 log.error("reconcile %s %s/%s failed: %s", kind, meta.get("namespace"), meta.get("name"), exc)
                 continue

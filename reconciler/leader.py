@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlgate.kube.lease import Observation, lease_spec, micro_time  # the algorithm, shared with the webhook
+from mlgate.kube.lease import Observation, lease_spec, micro_time, unreachable_note  # shared with the webhook
+from mlgate.kube.reach import Backoff
 
 from .client import ApiError, KubeClient
 
@@ -43,12 +44,17 @@ class LeaderElector:
     clock: Callable[[], float] = time.monotonic
     on_change: Callable[[bool], None] = lambda leading: None
     _seen: Observation = field(init=False)
+    _unreachable: bool = field(init=False, default=False)  # the last attempt got no answer from the API server
+    _backoff: Backoff = field(init=False)
 
     def __post_init__(self) -> None:
         self._seen = Observation(self.clock)
+        # a follower that cannot reach the API server polls less often, never less than once a lease duration
+        self._backoff = Backoff(initial=self.retry_period, cap=self.lease_duration)
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this candidate holds the Lease afterwards."""
+        self._unreachable = False
         try:
             lease = self.client.get(LEASE_API, LEASE_KIND, self.namespace, self.name)
             if lease is None:
@@ -66,7 +72,7 @@ class LeaderElector:
                 log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
             return False
         except Exception as exc:  # e.g. urllib3's MaxRetryError: the API server is unreachable this round
-            log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+            self._unreachable = unreachable_note(log, self.namespace, self.name, exc)
             return False
 
     def _lease(self, spec: dict[str, Any] | None) -> dict[str, Any]:
@@ -80,8 +86,11 @@ class LeaderElector:
             if self.try_acquire_or_renew():
                 log.info("%s became leader (lease %s/%s)", self.identity, self.namespace, self.name)
                 self.on_change(True)
+                self._backoff.reset()
                 return True
-            stop.wait(self.retry_period)
+            if not self._unreachable:
+                self._backoff.reset()
+            stop.wait(self._backoff.next() if self._unreachable else self.retry_period)
         return False
 
     def hold(self, stop: threading.Event) -> bool:

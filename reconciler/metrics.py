@@ -7,8 +7,9 @@
     mlgate_leader                                      1 while this process holds the Lease (or runs unelected)
     process_*, python_info, python_gc_*                prometheus_client's standard collectors (no `_created` series)
 
-GET /metrics (Prometheus text), /healthz (the process serves), /readyz (every informer finished its first LIST;
-a follower is ready too, so a rolling update never waits on the leader).
+GET /metrics (Prometheus text), /healthz (the process serves), /readyz (200 "ok", else 503 and one line saying
+why: the API server cannot be reached, or an informer has not finished its first LIST; a follower is ready too, so a
+rolling update never waits on the leader). The audit serves the same endpoint with its own metrics and readiness.
 """
 
 from __future__ import annotations
@@ -58,19 +59,20 @@ class ReconcilerMetrics:
         return generate_latest(self.registry)
 
 
-def serve_metrics(metrics: ReconcilerMetrics, host: str, port: int,
-                  ready: Callable[[], bool]) -> ThreadingHTTPServer:
-    """Serve on a daemon thread; `server.shutdown()` stops it. Port 0 picks a free one (server.server_port)."""
+def serve_metrics(render: Callable[[], bytes], host: str, port: int,
+                  not_ready: Callable[[], str | None]) -> ThreadingHTTPServer:
+    """Serve on a daemon thread; `server.shutdown()` stops it. Port 0 picks a free one (server.server_port).
+    `render` gives the metrics' text; `not_ready` None when ready, else why not."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/metrics":
-                self._send(200, metrics.render(), CONTENT_TYPE_LATEST)
+                self._send(200, render(), CONTENT_TYPE_LATEST)
             elif self.path == "/healthz":
                 self._send(200, b"ok\n")
             elif self.path == "/readyz":
-                ok = ready()
-                self._send(200 if ok else 503, b"ok\n" if ok else b"informers have not listed yet\n")
+                why = not_ready()
+                self._send(200 if why is None else 503, f"{why or 'ok'}\n".encode())
             else:
                 self._send(404, b"not found\n")
 

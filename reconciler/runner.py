@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 
-from mlgate.kube.watch import api_get
+from mlgate.kube.reach import Reachability, cannot_reach, quiet_retries, unreachable
+from mlgate.kube.watch import api_client, api_get, server_of
 from mlgate.loading.policies import PolicyLoadError, default_policy_dir, load_policy_paths
 
 from .client import KubeClient, kube_transport, rate_limited
@@ -51,28 +52,38 @@ class Options:
 
 def run(opts: Options) -> int:
     logging.basicConfig(level=opts.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_retries()
     try:
         policies = load_policy_paths(opts.policy_paths or [default_policy_dir()])
     except PolicyLoadError as exc:
         print(f"mlgate operator: {exc}", file=sys.stderr)
         return 2
     try:
-        transport = kube_transport(opts.kubeconfig, opts.in_cluster)
-        get = api_get(opts.kubeconfig, opts.in_cluster)
+        api = api_client(opts.kubeconfig, opts.in_cluster)
     except Exception as exc:  # no kubeconfig, no in-cluster environment: say so, no traceback
         print(f"mlgate operator: cannot configure the Kubernetes client: {exc}", file=sys.stderr)
         return 2
+    reach = Reachability(server_of(api))
+    transport = kube_transport(api=api, reach=reach)
+    get = api_get(opts.kubeconfig, opts.in_cluster, api=api, reach=reach)
     metrics = ReconcilerMetrics()
     client = KubeClient(rate_limited(transport, opts.qps, opts.burst), on_write=metrics.write)
     if opts.once:
-        return 1 if reconcile_once(client, policies, opts.namespace) else 0
+        try:
+            return 1 if reconcile_once(client, policies, opts.namespace) else 0
+        except Exception as exc:
+            if not unreachable(exc):
+                raise
+            print(f"mlgate operator: {cannot_reach(reach.server, exc)}", file=sys.stderr)
+            return 2
 
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     controller = Controller(client, get, policies, metrics, namespace=opts.namespace, workers=opts.workers,
                             resync=opts.resync)
-    server = _serve(metrics, opts.metrics_address, controller.synced)
+    server = _serve(metrics, opts.metrics_address,
+                    lambda: reach.problem or (None if controller.synced() else "informers have not listed yet"))
     try:
         return _lead_and_run(opts, client, controller, metrics, stop)
     finally:
@@ -104,10 +115,11 @@ def _lead_and_run(opts: Options, client: KubeClient, controller: Controller, met
     return 0
 
 
-def _serve(metrics: ReconcilerMetrics, address: str, ready: Callable[[], bool]) -> ThreadingHTTPServer | None:
+def _serve(metrics: ReconcilerMetrics, address: str,
+           not_ready: Callable[[], str | None]) -> ThreadingHTTPServer | None:
     if not address:
         return None
     host, _, port = address.rpartition(":")
-    server = serve_metrics(metrics, host or "0.0.0.0", int(port), ready)
+    server = serve_metrics(metrics.render, host or "0.0.0.0", int(port), not_ready)
     log.info("metrics on http://%s:%d/metrics", host or "0.0.0.0", server.server_port)
     return server

@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+from mlgate.kube.reach import quiet_retries
+
 from .review import Admission
 
 DECISIONS = logging.getLogger("mlgate.decision")
@@ -43,6 +45,7 @@ def configure(level: str = "info") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    quiet_retries()
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from mlgate.kube.facts import FACT_PATHS
-from mlgate.kube.watch import Reflector, api_client, api_get
+from mlgate.kube.reach import Reachability
+from mlgate.kube.watch import Reflector, api_client, api_get, server_of
 
 from .exception_store import ClusterExceptionSource
 from .facts_cache import WatchedFacts
@@ -30,10 +31,14 @@ EXCEPTIONS = {"MLPolicyException": "/apis/mlgate.dev/v1alpha1/mlpolicyexceptions
 
 def start_watches(
     facts: WatchedFacts, policies: ClusterPolicySource | None, *, kubeconfig: str | None, in_cluster: bool,
-    exceptions: ClusterExceptionSource | None = None,
+    exceptions: ClusterExceptionSource | None = None, reach: Reachability | None = None,
 ) -> threading.Event:
-    """Start every reflector; set the returned event to stop them."""
-    get = api_get(kubeconfig, in_cluster)
+    """Start every reflector; set the returned event to stop them. With `reach`, whether the API server answers
+    their requests is recorded there (and its `server` set)."""
+    api = api_client(kubeconfig, in_cluster)
+    if reach is not None:
+        reach.server = server_of(api)
+    get = api_get(kubeconfig, in_cluster, api=api, reach=reach)
     stop = threading.Event()
     for kind, path in FACTS.items():
         Reflector(kind, path, get, facts.replace, facts.apply, stop, on_unserved=facts.unserved).start()

@@ -3,12 +3,16 @@
 Those objects are owned by the install's ClusterRole, so deleting the install (`kubectl delete -k`, `helm
 uninstall`) lets the garbage collector delete them; `uninstall` deletes them by name, for clusters or moments
 where that does not happen (run it after the webhook's Deployment is gone, or its leader writes them again).
+
+An API server that does not answer is one line naming it, exit 2, as for `mlgate validate --cluster`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import click
@@ -38,7 +42,7 @@ def uninstall(*, kubeconfig: str | None, namespace: str) -> None:
     from .registration import CONFIG_PATHS, shipped_configurations
     from .selfmanaged import SelfManagedOptions
 
-    rest = _rest(kubeconfig)
+    rest, server = _rest(kubeconfig)
     options = SelfManagedOptions(namespace=namespace)
     paths = [f"{CONFIG_PATHS[c['kind']]}/{c['metadata']['name']}" for c in shipped_configurations()]
     paths += [f"/api/v1/namespaces/{namespace}/secrets/{options.secret}",
@@ -47,7 +51,8 @@ def uninstall(*, kubeconfig: str | None, namespace: str) -> None:
     for path in paths:
         what = "/".join(path.rsplit("/", 2)[-2:])
         try:
-            gone = rest("DELETE", path) is None
+            with _answering(server):
+                gone = rest("DELETE", path) is None
         except ApiError as exc:
             click.echo(f"mlgate: {what}: {exc}", err=True)
             failed = True
@@ -68,10 +73,11 @@ def rotate_ca(*, kubeconfig: str | None, namespace: str) -> None:
 
     secret = SelfManagedOptions(namespace=namespace).secret
     stamp = dt.datetime.now(dt.UTC).isoformat()
+    rest, server = _rest(kubeconfig)
     try:
-        done = _rest(kubeconfig)("PATCH", f"/api/v1/namespaces/{namespace}/secrets/{secret}",
-                                 {"metadata": {"annotations": {ROTATE_CA: stamp}}},
-                                 content_type="application/merge-patch+json")
+        with _answering(server):
+            done = rest("PATCH", f"/api/v1/namespaces/{namespace}/secrets/{secret}",
+                        {"metadata": {"annotations": {ROTATE_CA: stamp}}}, content_type="application/merge-patch+json")
     except ApiError as exc:
         raise click.ClickException(f"secrets/{secret} in {namespace}: {exc}") from None
     if done is None:
@@ -79,7 +85,24 @@ def rotate_ca(*, kubeconfig: str | None, namespace: str) -> None:
     click.echo(f"secrets/{secret}: CA rollover requested ({ROTATE_CA}={stamp})")
 
 
-def _rest(kubeconfig: str | None) -> Rest:
+def _rest(kubeconfig: str | None) -> tuple[Rest, str]:
+    """Requests through the kubeconfig's credentials, and the API server's URL they go to."""
     from mlgate.kube.rest import kube_rest
+    from mlgate.kube.watch import api_client, server_of
 
-    return kube_rest(kubeconfig, in_cluster=False)
+    api = api_client(kubeconfig, False)
+    return kube_rest(kubeconfig, False, api=api), server_of(api)
+
+
+@contextlib.contextmanager
+def _answering(server: str) -> Iterator[None]:
+    """An API server that gives no answer ends the command: one line naming it, exit 2, no traceback."""
+    from mlgate.cli.main import fail
+    from mlgate.kube.reach import cannot_reach, unreachable
+
+    try:
+        yield
+    except Exception as exc:
+        if not unreachable(exc):
+            raise
+        fail(cannot_reach(server, exc))

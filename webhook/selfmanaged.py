@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from mlgate.kube.lease import Lease
+from mlgate.kube.reach import describe, unreachable
 from mlgate.kube.rest import ApiError, Rest
 from mlgate_certs.bundle import CertFiles, write_atomic  # type: ignore[import-not-found,unused-ignore]
 from mlgate_certs.pki import service_dns_names  # type: ignore[import-not-found,unused-ignore]
@@ -119,6 +120,11 @@ class SelfManaged:
                 self.tick()
             except ApiError as exc:
                 log.warning("secret %s/%s: %s", self.options.namespace, self.options.secret, exc)
+            except Exception as exc:  # not there yet (e.g. started with the control plane): try again until timeout
+                if not unreachable(exc):
+                    raise
+                log.warning("secret %s/%s: cannot reach the API server: %s", self.options.namespace,
+                            self.options.secret, describe(exc))
             if self.files.cert.exists() and self.files.key.exists():
                 return self.files
             if time.monotonic() > deadline:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
+from mlgate.kube.reach import Reachability
 from mlgate.loading.policies import default_policy_dir
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 from mlgate_certs.bundle import ensure_dev_certs  # type: ignore[import-not-found,unused-ignore]
@@ -93,6 +94,7 @@ class Webhook:
         self.options = options
         self.metrics = Metrics()
         cert_file, key_file = options.cert_file, options.key_file
+        self.reach = Reachability() if options.cluster or options.self_managed is not None else None
         self.self_managed = self._self_managed()
         if self.self_managed is not None and cert_file is None:
             files = self.self_managed.bootstrap()  # blocks until the Secret holds a serving pair
@@ -115,7 +117,8 @@ class Webhook:
         self.cluster_exceptions = ClusterExceptionSource() if options.cluster else None
         self.exceptions = ExceptionStore(self.cluster_exceptions, self.metrics) if self.cluster_exceptions else None
         facts: ClusterFacts = self.watched_facts if self.watched_facts is not None else NO_FACTS
-        self.service = Service(self.store, self.metrics, facts, self.tls, options.settings, self.exceptions)
+        self.service = Service(self.store, self.metrics, facts, self.tls, options.settings, self.exceptions,
+                               reach=self.reach)
         self.server = uvicorn.Server(self._config())
         connections = self.server.server_state.connections  # uvicorn's: from the end of the handshake to close
         self.gate = ConnectionGate(connection_limit(options.settings.max_connections),
@@ -145,7 +148,7 @@ class Webhook:
 
         from .selfmanaged import SelfManaged
 
-        rest = kube_rest(self.options.kubeconfig, self.options.in_cluster)
+        rest = kube_rest(self.options.kubeconfig, self.options.in_cluster, reach=self.reach)
         return SelfManaged(self.options.self_managed, rest, self.options.state_dir / "self-managed")
 
     def _config(self) -> uvicorn.Config:
@@ -172,7 +175,7 @@ class Webhook:
 
             self._watch_stop = start_watches(self.watched_facts, self.cluster_policies,
                                              kubeconfig=self.options.kubeconfig, in_cluster=self.options.in_cluster,
-                                             exceptions=self.cluster_exceptions)
+                                             exceptions=self.cluster_exceptions, reach=self.reach)
             if self.cluster_policies is not None:
                 writer = PolicyStatusWriter(self.cluster_policies, status_patcher(
                     kubeconfig=self.options.kubeconfig, in_cluster=self.options.in_cluster))

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from mlgate.kube.reach import Reachability
 from mlgate.model.facts import NO_FACTS, ClusterFacts
 
 from .events import DenialEvents
@@ -40,6 +41,7 @@ class Service:
     settings: Settings = field(default_factory=Settings)
     exceptions: ExceptionStore | None = None  # MLPolicyExceptions watched in the cluster
     events: DenialEvents | None = None  # Warning Events on denials no one else reports (in a cluster)
+    reach: Reachability | None = None  # whether the API server answers the watches (in a cluster)
 
     @cached_property
     def large_reviews(self) -> asyncio.Semaphore:
@@ -47,12 +49,19 @@ class Service:
         return asyncio.Semaphore(self.settings.large_reviews)
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
-        """Ready means: a policy set is in force, TLS serves a valid certificate, and watched facts are listed."""
+        """Ready means: a policy set is in force, TLS serves a valid certificate, and watched facts are listed.
+
+        While something the watches bring is missing and the API server does not answer, that is named as the reason.
+        Once listed, an API server that stops answering is shown (`apiServer`) but does not make the webhook unready:
+        the API server is the webhook's only caller, and the cached facts and policies still judge; going unready
+        would empty the Service's endpoints just when the API server comes back."""
         policies = self.policies.status()
         tls = self.tls.status() if self.tls else {"ready": False, "lastError": "TLS is not configured"}
         detail: dict[str, Any] = {"policies": policies, "tls": tls}
         if self.exceptions is not None:  # not a readiness condition: until listed, no finding is excepted
             detail["exceptions"] = self.exceptions.status()
+        if self.reach is not None:
+            detail["apiServer"] = self.reach.status()
         missing = []
         if not policies["loaded"]:
             missing.append("no policy set loaded")
@@ -65,6 +74,9 @@ class Service:
             detail["facts"] = status()
             if not self.facts.known:
                 missing.append("cluster facts not synced")
+        problem = self.reach.problem if self.reach is not None else None
+        if problem is not None and {"cluster policies not listed", "cluster facts not synced"} & set(missing):
+            missing.append(problem)
         detail["ready"] = not missing
         if missing:
             detail["missing"] = missing

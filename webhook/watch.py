@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from mlgate.kube.reach import Backoff, describe, unreachable
 from mlgate.loading.documents import MANIFEST_SUFFIXES
 
 Signature = tuple[tuple[str, int, int, int] | tuple[str], ...]
@@ -215,7 +216,9 @@ class Settler:
 
 
 class Poller:
-    """Calls `check` every `interval` seconds on a daemon thread; an exception is logged, never fatal."""
+    """Calls `check` every `interval` seconds on a daemon thread; an exception is logged, never fatal. While the API
+    server does not answer (mlgate/kube/reach.py) the next call waits longer, up to 30 s, and the log says so in
+    one line."""
 
     def __init__(self, name: str, check: Callable[[], object], interval: float):
         self.name = name
@@ -223,6 +226,7 @@ class Poller:
         self.interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"mlgate-{name}", daemon=True)
+        self._backoff = Backoff(initial=interval)
 
     def start(self) -> None:
         self._thread.start()
@@ -233,8 +237,15 @@ class Poller:
             self._thread.join(timeout=max(1.0, self.interval * 2))
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        wait = self.interval
+        while not self._stop.wait(wait):
+            wait = self.interval
             try:
                 self.check()
-            except Exception:
-                log.exception("%s: check failed; retrying in %.1fs", self.name, self.interval)
+                self._backoff.reset()
+            except Exception as exc:
+                if not unreachable(exc):
+                    log.exception("%s: check failed; retrying in %.1fs", self.name, self.interval)
+                    continue
+                wait = max(self.interval, self._backoff.next())
+                log.warning("%s: cannot reach the API server: %s; retrying in %.1fs", self.name, describe(exc), wait)

@@ -22,6 +22,7 @@ from mlgate.cli.review import Record, Render, Settings, review_document
 from mlgate.engine import PolicySet
 from mlgate.kube.facts import read_facts
 from mlgate.kube.listing import Served, served
+from mlgate.kube.reach import describe, unreachable
 from mlgate.kube.stored import (
     OPT_OUT,
     KindFilterError,
@@ -178,17 +179,11 @@ def _read(connection: Connection, what: str, call: Callable[[], T]) -> T:
         hint = " (the user lacks list on it)" if exc.status == 403 else ""
         raise ClusterError(f"{connection.server}: reading {what}: {exc.status}{hint}: {_first(exc.message)}") from exc
     except Exception as exc:
-        if not _network_error(exc):
+        if not unreachable(exc):
             raise
-        raise ClusterError(f"{connection.server}: reading {what}: cannot reach the API server: "
-                           f"{type(exc).__name__}: {_first(str(exc))}") from exc
+        raise ClusterError(f"{connection.server}: reading {what}: cannot reach the API server: {describe(exc)}") \
+            from exc
     return result
-
-
-def _network_error(exc: Exception) -> bool:
-    import urllib3.exceptions
-
-    return isinstance(exc, OSError | urllib3.exceptions.HTTPError)
 
 
 def _first(text: str) -> str:

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .reach import describe, unreachable
 from .rest import ApiError, Rest
 
-__all__ = ["Lease", "Observation", "lease_spec", "micro_time"]
+__all__ = ["Lease", "Observation", "lease_spec", "micro_time", "unreachable_note"]
 
 log = logging.getLogger("mlgate.kube.lease")
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
@@ -29,6 +30,16 @@ LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 def micro_time() -> str:
     """metav1.MicroTime, the Lease's time format."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def unreachable_note(logger: logging.Logger, namespace: str, name: str, exc: Exception) -> bool:
+    """Log a failed attempt on the Lease in one line; True when the API server gave no answer (a follower then
+    waits longer before its next attempt)."""
+    if unreachable(exc):
+        logger.warning("lease %s/%s: cannot reach the API server: %s", namespace, name, describe(exc))
+        return True
+    logger.warning("lease %s/%s: %s: %s", namespace, name, type(exc).__name__, exc)
+    return False
 
 
 @dataclass
@@ -101,7 +112,7 @@ class Lease:
                 log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
             return False
         except Exception as exc:  # e.g. urllib3's MaxRetryError: the API server is unreachable this round
-            log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+            unreachable_note(log, self.namespace, self.name, exc)
             return False
 
     def _lease(self, spec: dict[str, Any] | None, version: str | None) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
+from .reach import Reachability
 from .watch import ApiError, api_client
 
 __all__ = ["ApiError", "Rest", "kube_rest"]
@@ -22,10 +23,12 @@ class Rest(Protocol):
         """The answer's JSON; None for a 404; ApiError for any other non-2xx answer."""
 
 
-def kube_rest(kubeconfig: str | None, in_cluster: bool) -> Rest:
+def kube_rest(kubeconfig: str | None, in_cluster: bool, *, api: Any = None, reach: Reachability | None = None) -> Rest:
+    """Requests through the credentials of `api` (default: a client for kubeconfig or in-cluster); with `reach`,
+    every request's outcome (an answer, or none) is recorded there."""
     from kubernetes.client.exceptions import ApiException
 
-    api = api_client(kubeconfig, in_cluster)
+    api = api if api is not None else api_client(kubeconfig, in_cluster)
 
     def call(method: str, path: str, body: Any = None, *,
              content_type: str = "application/json") -> dict[str, Any] | None:
@@ -49,7 +52,15 @@ def kube_rest(kubeconfig: str | None, in_cluster: bool) -> Rest:
         parsed = json.loads(data) if data else {}
         return parsed if isinstance(parsed, dict) else {}
 
-    return call
+    if reach is None:
+        return call
+    observed = reach
+
+    def call_observed(method: str, path: str, body: Any = None, *,
+                      content_type: str = "application/json") -> dict[str, Any] | None:
+        return observed.observe(lambda: call(method, path, body, content_type=content_type))
+
+    return call_observed
 
 
 def _message(data: bytes) -> str:

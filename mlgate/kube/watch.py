@@ -7,9 +7,9 @@ loaded: they cost ~25 MB of memory.
 
 A `Reflector` runs on one daemon thread: LIST in pages of `PAGE` items (their items replace what the consumer
 held), then WATCH from the list's resourceVersion with bookmarks; a 410 Gone lists again at once, any other error
-after a backoff (a resource the API server does not serve counts as listed and empty, so readiness does not
-wait for optional CRDs). `transform` (optional) shrinks each object before it is handed over, so a consumer that
-needs only names never holds whole pods.
+after a capped exponential backoff (`reach.Backoff`, client-go's reflector backoff; a resource the API server does
+not serve counts as listed and empty, so readiness does not wait for optional CRDs). `transform` (optional)
+shrinks each object before it is handed over, so a consumer that needs only names never holds whole pods.
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["ApiError", "Get", "OnEvent", "OnReplace", "Reflector", "Response", "api_client", "api_get"]
+from .reach import Backoff, Reachability, describe, unreachable
+
+__all__ = ["ApiError", "Get", "OnEvent", "OnReplace", "Reflector", "Response", "api_client", "api_get", "server_of"]
 
 log = logging.getLogger("mlgate.kube")
 WATCH_SECONDS = 300
 LIST_TIMEOUT = 30
 PAGE = 500
-BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 OnReplace = Callable[[str, Sequence[Mapping[str, Any]]], None]
 OnEvent = Callable[[str, str, Mapping[str, Any]], None]
@@ -68,6 +69,7 @@ class Reflector:
     transform: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
     on_unserved: Callable[[str], None] | None = None  # told when the kind is not served (its LIST was a 404)
     synced: threading.Event = field(default_factory=threading.Event)  # set after the first complete LIST
+    backoff: Backoff = field(default_factory=Backoff)
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name=f"watch-{self.kind}", daemon=True)
@@ -75,11 +77,10 @@ class Reflector:
         return thread
 
     def run(self) -> None:
-        failures = 0
         while not self.stop.is_set():
             try:
                 version = self._list()
-                failures = 0
+                self.backoff.reset()
                 while not self.stop.is_set():
                     version = self._watch(version)
             except ApiError as exc:
@@ -92,15 +93,14 @@ class Reflector:
                     if self.on_unserved is not None:
                         self.on_unserved(self.kind)
                     self.synced.set()
-                failures = self._back_off(exc, failures)
-            except Exception as exc:
-                failures = self._back_off(exc, failures)
+                self._back_off(exc)
+            except Exception as exc:  # a dropped connection, or a bug in a consumer: never the end of the watch
+                self._back_off(exc)
 
-    def _back_off(self, exc: Exception, failures: int) -> int:
-        delay = BACKOFF[min(failures, len(BACKOFF) - 1)]
-        log.warning("%s: %s; listing again in %.0fs", self.kind, _why(exc), delay)
+    def _back_off(self, exc: Exception) -> None:
+        delay = self.backoff.next()
+        log.warning("%s: %s; listing again in %.1fs", self.kind, _why(exc), delay)
         self.stop.wait(delay)
-        return failures + 1
 
     def _list(self) -> str:
         items: list[Mapping[str, Any]] = []
@@ -158,6 +158,8 @@ def _why(exc: Exception) -> str:
         return "the API server does not serve this resource (is the CRD installed?)"
     if status == 403:
         return "forbidden: the ServiceAccount lacks list/watch on this resource"
+    if unreachable(exc):
+        return f"cannot reach the API server: {describe(exc)}"
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -173,8 +175,15 @@ def api_client(kubeconfig: str | None, in_cluster: bool, context: str | None = N
     return client.ApiClient()
 
 
-def api_get(kubeconfig: str | None, in_cluster: bool, context: str | None = None, *, api: Any = None) -> Get:
-    """GET through the Kubernetes client's credentials (or those of `api`); the response body is left unread."""
+def server_of(api: Any) -> str:
+    """The API server's URL an `ApiClient` sends to, e.g. https://127.0.0.1:6443."""
+    return str(getattr(getattr(api, "configuration", None), "host", "") or "the API server")
+
+
+def api_get(kubeconfig: str | None, in_cluster: bool, context: str | None = None, *, api: Any = None,
+            reach: Reachability | None = None) -> Get:
+    """GET through the Kubernetes client's credentials (or those of `api`); the response body is left unread.
+    With `reach`, every request's outcome (an answer, or none) is recorded there."""
     api = api if api is not None else api_client(kubeconfig, in_cluster, context)
 
     def get(path: str, query: dict[str, str], timeout: float) -> Response:
@@ -189,4 +198,11 @@ def api_get(kubeconfig: str | None, in_cluster: bool, context: str | None = None
             raise ApiError(response.status, message)
         return response  # type: ignore[no-any-return]
 
-    return get
+    if reach is None:
+        return get
+    observed = reach
+
+    def get_observed(path: str, query: dict[str, str], timeout: float) -> Response:
+        return observed.observe(lambda: get(path, query, timeout))
+
+    return get_observed

@@ -184,13 +184,20 @@ class ControlPlane:
     def kubeconfig(self) -> Path:
         return self.directory / "kubeconfig"
 
-    def start(self) -> None:
+    def prepare(self) -> None:
+        """The PKI, the API server's port and the kubeconfig, before anything runs: a client can be given the
+        kubeconfig of a control plane that does not exist yet, and the plane started later answers it."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.pki = throwaway_pki(self.directory / "pki")
+        if self.pki is None:
+            self.pki = throwaway_pki(self.directory / "pki")
+        self.api_port = self.api_port or free_port()
+        self._write_kubeconfig()
+
+    def start(self) -> None:
+        self.prepare()
         self._service_account_keys()
         self._start_etcd()
         self._start_apiserver()
-        self._write_kubeconfig()
         self.install_crds()
 
     def stop(self) -> None:
@@ -223,7 +230,6 @@ class ControlPlane:
 
     def _start_apiserver(self) -> None:
         assert self.pki is not None
-        self.api_port = free_port()
         pki = self.directory / "pki"
         apiserver = Process("kube-apiserver", [
             str(self.binaries.kube_apiserver), f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
@@ -356,15 +362,25 @@ def ca_bundle(ca_pem: bytes) -> str:
 def started_plane(directory: Path, plane_type: type[ControlPlane] = ControlPlane) -> ControlPlane:
     """A started control plane for a test fixture, which stops it. Missing binaries skip the test, or fail it with
     CI=true; a plane that does not start fails it with the tails of its logs."""
+    return start_or_fail(plane_type(binaries_or_skip(), directory))
+
+
+def binaries_or_skip() -> Binaries:
+    """The control plane's binaries; missing, they skip the test, or fail it with CI=true."""
     import pytest  # only fixtures call this: the demo script imports the harness without pytest
 
     try:
-        binaries = find_binaries()
+        return find_binaries()
     except HarnessError as exc:
         if CI:
             pytest.fail(f"CI=true and the control plane is mandatory: {exc}", pytrace=False)
         pytest.skip(str(exc))
-    plane = plane_type(binaries, directory)
+
+
+def start_or_fail(plane: ControlPlane) -> ControlPlane:
+    """`plane` started; one that does not start fails the test with the tails of its logs."""
+    import pytest
+
     try:
         plane.start()
     except (HarnessError, AssertionError, OSError) as exc:
