@@ -221,3 +221,17 @@ def test_the_shipped_audit_deployment_probes_the_readyz_and_healthz_its_metrics_
     assert f"--metrics-port={port}" in container["args"]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+
+
+def test_reports_the_api_server_did_not_take_are_built_again_next_round(kubeconfig):
+    from mlgate.loading.policies import load_policy_paths
+    from mlgate_audit.state import AuditState
+
+    audit = Audit(Options(kubeconfig=kubeconfig))
+    audit.state = AuditState(load_policy_paths([Path(__file__).resolve().parents[2] / "policies"]).kinds)
+    report = {"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",
+              "metadata": {"namespace": "team-a", "name": "mlgate"}}
+    with pytest.raises(urllib3.exceptions.MaxRetryError):
+        audit._write_reports([report], [("team-b", "mlgate")])
+    assert audit.state.dirty_namespaces == {"team-a", "team-b"}
+    assert audit.metrics.write_errors._value.get() == 1
