@@ -90,7 +90,7 @@ def desired_inference_children(isvc: dict[str, Any], catalog: Catalog | None = N
 
 def inference_problem(isvc: dict[str, Any], catalog: Catalog | None = None) -> Reason | None:
     """(reason, message) when the spec cannot be served as written: an unknown runtime, a model URI the
-    reconciler cannot fetch."""
+    reconciler cannot fetch, an autoscaler that could never scale."""
     catalog = catalog or active_runtimes()
     spec = isvc.get("spec") or {}
     runtime = str(spec.get("runtime"))

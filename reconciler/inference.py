@@ -9,12 +9,12 @@ pass does, with `InferencePass` (children.py keeps the children):
    service gets no children and the status says Failed with the condition Admitted=False/PolicyViolation, or
    Admitted=False/InvalidName for a name its children cannot take (as the TrainingJob pass says).
    A spec the reconciler cannot serve (desired_inference.inference_problem: a runtime the catalog does not
-   have, a model URI it cannot fetch) is refused the same way, with that reason, whenever it is seen: children
-   already made keep serving what they served.
+   have, a model URI it cannot fetch, an HPA over a container with no CPU request) is refused the same way,
+   with that reason, whenever it is seen: children already made keep serving what they served.
 4. Children (desired.desired_inference_children): delete what the spec no longer asks for (the canary once
-   canaryTrafficPercent is 0, the HPA once `scaling` is gone), create what is missing, patch back what drifted on
-   the owned fields. A spec change (new image, model, canary percentage) is drift too, so it rolls out through the
-   Deployments' own rolling update. With `scaling` set, the HorizontalPodAutoscaler owns the predictor's
+   canaryTrafficPercent is 0, the HPAs once `scaling` is gone), create what is missing, patch back what drifted
+   on the owned fields. A spec change (new image, model, canary percentage) is drift too, so it rolls out through
+   the Deployments' own rolling update. With `scaling` set, each Deployment's HorizontalPodAutoscaler owns its
    spec.replicas: the reconciler sets it at creation and never again. Creates go through refusals.py, as the
    TrainingJob's do: a 4xx in REFUSED (a ResourceQuota's 403 included) says Stalled/ChildRefused, a 409 from
    someone else's object Stalled/NameConflict, with a Warning Event, and the pass looks again with a backoff
@@ -176,7 +176,7 @@ def _gate(ctx: Context, isvc: dict[str, Any], owned: dict[ChildKey, dict[str, An
 
 
 def _fields_for(desired: list[dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """owned_fields, plus an HTTPRoute's parents and rules, minus the predictor's replicas when an HPA scales it."""
+    """owned_fields, plus an HTTPRoute's parents and rules, minus a Deployment's replicas when an HPA scales it."""
     scaled = {c["spec"]["scaleTargetRef"]["name"] for c in desired if c["kind"] == "HorizontalPodAutoscaler"}
 
     def fields(child: dict[str, Any]) -> dict[str, Any]:
