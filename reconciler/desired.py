@@ -15,7 +15,8 @@ TrainingJob (`mlgate.dev/v1alpha1`) -> in this order:
 Every child has an ownerReference to the job with `controller: true` and the label `mlgate.dev/job-name`.
 Pods also carry `mlgate.dev/replica-type` (lowercase role) and `mlgate.dev/replica-index`, the template's
 labels and annotations, `hostname`/`subdomain`, and `restartPolicy: Never` (the reconciler replaces failed
-pods itself, counting against runPolicy.backoffLimit).
+pods itself, counting against runPolicy.backoffLimit). XGBoost workers first wait for the master's name to
+resolve (peer_wait.py, which also says why PyTorch workers need no such wait).
 
 Main-container environment, in order: framework variables (frameworks.py), hyperparameters, model config,
 checkpoint.
@@ -42,7 +43,7 @@ from typing import Any
 from mlgate.rules.gang_markers import ANNOTATIONS, GROUP, LABELS, QUEUE, SCHEDULER_NAMES, label_value
 from mlgate.workloads import render
 
-from . import frameworks, mpi
+from . import frameworks, mpi, peer_wait
 from .frameworks import Env, Replica, Topology
 
 __all__ = [
@@ -174,6 +175,10 @@ def _pod(job: dict[str, Any], topo: Topology, replica: Replica) -> dict[str, Any
         else:
             mpi.run_sshd(main)
     set_env(main, env)
+    wait = peer_wait.wait_for_peer(topo, replica, main)
+    if wait is not None:  # first: the job's own init containers may need the peer too
+        others = [c for c in pod_spec.get("initContainers") or [] if c.get("name") != wait["name"]]
+        pod_spec["initContainers"] = [wait, *others]
     pod = child_object("v1", "Pod", job, replica.name, spec=pod_spec)
     pod["metadata"]["labels"] = labels
     if annotations:

@@ -9,12 +9,12 @@ pass does, with `InferencePass` (children.py keeps the children):
    service gets no children and the status says Failed with the condition Admitted=False/PolicyViolation, or
    Admitted=False/InvalidName for a name its children cannot take (as the TrainingJob pass says).
    A spec the reconciler cannot serve (desired_inference.inference_problem: a runtime the catalog does not
-   have, a model URI it cannot fetch) is refused the same way, with that reason, whenever it is seen: children
-   already made keep serving what they served.
+   have, a model URI it cannot fetch, an HPA over a container with no CPU request) is refused the same way,
+   with that reason, whenever it is seen: children already made keep serving what they served.
 4. Children (desired.desired_inference_children): delete what the spec no longer asks for (the canary once
-   canaryTrafficPercent is 0, the HPA once `scaling` is gone), create what is missing, patch back what drifted on
-   the owned fields. A spec change (new image, model, canary percentage) is drift too, so it rolls out through the
-   Deployments' own rolling update. With `scaling` set, the HorizontalPodAutoscaler owns the predictor's
+   canaryTrafficPercent is 0, the HPAs once `scaling` is gone), create what is missing, patch back what drifted
+   on the owned fields. A spec change (new image, model, canary percentage) is drift too, so it rolls out through
+   the Deployments' own rolling update. With `scaling` set, each Deployment's HorizontalPodAutoscaler owns its
    spec.replicas: the reconciler sets it at creation and never again. Creates go through refusals.py, as the
    TrainingJob's do: a 4xx in REFUSED (a ResourceQuota's 403 included) says Stalled/ChildRefused, a 409 from
    someone else's object Stalled/NameConflict, with a Warning Event, and the pass looks again with a backoff
@@ -32,10 +32,13 @@ pass does, with `InferencePass` (children.py keeps the children):
      to serve traffic has at least one ready replica). A component the traffic split gives 0 replicas (the
      predictor at canaryTrafficPercent 100) serves nothing, so it is ready as it is (`NoTrafficShare`);
      `Stalled` True while a child could not be created (above), False (`Progressing`) once they all were;
-     with a canary `CanarySplitExact`: True/HTTPRoute when the route splits requests, else PodRatio, False
-     when the pod ratio differs from canaryTrafficPercent by more than SPLIT_TOLERANCE points;
-   - `canary` (with a canary only): `trafficPercent` realized (the route's weight, else the canary's share of
-     the ready pods, of the desired replicas while none is ready), `requestedPercent` and `split`;
+     with a canary `CanarySplitExact`: True/HTTPRoute when the route splits requests (an implementation reports
+     it Accepted with ResolvedRefs in its status.parents), False/RouteNotAccepted while none does (the Service's
+     endpoints then split by pod ratio), else PodRatio, False when the pod ratio differs from
+     canaryTrafficPercent by more than SPLIT_TOLERANCE points;
+   - `canary` (with a canary only): `trafficPercent` realized (the route's weight once accepted, else the
+     canary's share of the ready pods, of the desired replicas while none is ready), `requestedPercent` and
+     `split`;
    - `phase`: Failed (policy violation, or a Deployment reporting ReplicaFailure (e.g. `QuotaExceeded`) or
      ProgressDeadlineExceeded; it clears when the Deployment recovers), Ready, or Pending.
 """
@@ -173,7 +176,7 @@ def _gate(ctx: Context, isvc: dict[str, Any], owned: dict[ChildKey, dict[str, An
 
 
 def _fields_for(desired: list[dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """owned_fields, plus an HTTPRoute's parents and rules, minus the predictor's replicas when an HPA scales it."""
+    """owned_fields, plus an HTTPRoute's parents and rules, minus a Deployment's replicas when an HPA scales it."""
     scaled = {c["spec"]["scaleTargetRef"]["name"] for c in desired if c["kind"] == "HorizontalPodAutoscaler"}
 
     def fields(child: dict[str, Any]) -> dict[str, Any]:
@@ -274,7 +277,8 @@ class Split(NamedTuple):
 def _canary_split(spec: dict[str, Any], deployments: dict[str, dict[str, Any]],
                   route: dict[str, Any] | None) -> Split:
     asked = int(spec["canaryTrafficPercent"])
-    if route is not None:
+    unaccepted = None if route is None else _route_unaccepted(route)
+    if route is not None and unaccepted is None:
         name = route["metadata"]["name"]
         return Split({"trafficPercent": asked, "requestedPercent": asked, "split": "HTTPRoute"},
                      ConditionState("True", "HTTPRoute", f"HTTPRoute {name!r} sends {asked}% of requests to the "
@@ -286,12 +290,40 @@ def _canary_split(spec: dict[str, Any], deployments: dict[str, dict[str, Any]],
     counted = "ready pods" if sum(ready.values()) else "desired replicas"
     share = (f"the pod ratio sends {realized}% of connections to the canary ({pods['canary']} of {total} "
              f"{counted}); {asked}% was asked")
-    if abs(realized - asked) > SPLIT_TOLERANCE:
+    if unaccepted is not None:  # the Service's own endpoints carry the traffic until something applies the route
+        exact = ConditionState("False", "RouteNotAccepted", f"{unaccepted}; until one does, {share}")
+    elif abs(realized - asked) > SPLIT_TOLERANCE:
         exact = ConditionState("False", "PodRatio", f"{share}: install the Gateway API CRDs (HTTPRoute) for an "
                                                     "exact split, or raise scaling.minReplicas")
     else:
         exact = ConditionState("True", "PodRatio", share)
     return Split({"trafficPercent": realized, "requestedPercent": asked, "split": "PodRatio"}, exact)
+
+
+def _route_unaccepted(route: dict[str, Any]) -> str | None:
+    """Why the route's weights may not be in force, or None: an implementation applies them once it reports the
+    route Accepted and its backends resolved (ResolvedRefs) for our parent, for the route's current generation
+    (kubernetes-sigs/gateway-api v1.6.1 apis/v1/shared_types.go RouteParentStatus, RouteConditionAccepted,
+    RouteConditionResolvedRefs). An API server that serves HTTPRoute without a mesh or Gateway writes no status,
+    and the Service's endpoints then split by pod ratio."""
+    name = route["metadata"]["name"]
+    parents = {(str(p.get("kind") or "Gateway"), str(p.get("name"))) for p in route["spec"].get("parentRefs") or []}
+    generation = (route.get("metadata") or {}).get("generation")
+    for entry in (route.get("status") or {}).get("parents") or []:
+        ref = entry.get("parentRef") or {}
+        if (str(ref.get("kind") or "Gateway"), str(ref.get("name"))) not in parents:
+            continue
+        found = {c.get("type"): c for c in entry.get("conditions") or []}
+        if all((found.get(t) or {}).get("status") == "True" and _current(found[t], generation)
+               for t in ("Accepted", "ResolvedRefs")):
+            return None
+    return (f"HTTPRoute {name!r} is not reported Accepted with ResolvedRefs for generation {generation} by any "
+            "Gateway API implementation (status.parents)")
+
+
+def _current(found: dict[str, Any], generation: Any) -> bool:
+    observed = found.get("observedGeneration")
+    return not isinstance(observed, int) or not isinstance(generation, int) or observed >= generation
 
 
 def _ready(deployment: dict[str, Any] | None) -> int:

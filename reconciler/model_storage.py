@@ -8,7 +8,10 @@ kserve/kserve v0.20.0 pkg/webhook/admission/pod/storage_initializer_injector.go,
   model server mounts read-only at the same path.
 Credentials come from `spec.storage.secretName`: that Secret's keys become the init container's environment
 (envFrom), e.g. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_ENDPOINT_URL for s3://, HF_TOKEN for hf://; they
-are never written into the Deployment.
+are never written into the Deployment. Google Cloud Storage reads a key file, not variables, so for gs:// the
+Secret is mounted instead, as KServe's credential builder does (pkg/credentials/gcs/gcs_secret.go: volume
+`user-gcp-sa` at /var/secrets/, GOOGLE_APPLICATION_CREDENTIALS=/var/secrets/gcloud-application-credentials.json,
+the key file name KServe's default GCSCredentialFileName).
 
 Which URIs are accepted is the storage rule's allowlist, imported, not copied (mlgate.rules.storage
 DEFAULT_SCHEMES, judged by the same `uri_finding`, so aliases such as gcs:// and Azure https hosts agree with
@@ -28,7 +31,8 @@ from mlgate.rules.storage import DEFAULT_SCHEMES, uri_finding
 
 from .runtimes import Runtime, StorageInitializer
 
-__all__ = ["INIT_CONTAINER", "MODEL_VOLUME", "PVC_VOLUME", "mount_model", "uri_problem"]
+__all__ = ["GCS_KEY_FILE", "GCS_MOUNT", "GCS_VOLUME", "INIT_CONTAINER", "MODEL_VOLUME", "PVC_VOLUME",
+           "mount_model", "uri_problem"]
 
 FETCHED = "s3://, gs://, hf://, pvc:// or Azure https:// storage"  # what NOT_FETCHED leaves of the allowlist
 MALFORMED = "uri malformed"  # uri_finding's reason for a known scheme written wrong
@@ -45,6 +49,8 @@ NOT_FETCHED = {  # written scheme -> why the storage initializer cannot read it,
 _AZURE_DFS = re.compile(r"^https://[^/]+\.dfs\.core\.windows\.net/", re.IGNORECASE)
 # the init container may run under the restricted Pod Security Standard (the pod sets runAsNonRoot and seccomp)
 INIT_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+GCS_VOLUME, GCS_MOUNT = "user-gcp-sa", "/var/secrets/"  # KServe's GCSCredentialVolumeName, ...VolumeMountPath
+GCS_KEY_FILE = "gcloud-application-credentials.json"  # KServe's GCSCredentialFileName
 
 
 def uri_problem(field: str, uri: str) -> str | None:
@@ -82,9 +88,17 @@ def mount_model(pod_spec: dict[str, Any], main: dict[str, Any], uri: str, runtim
         }
         if initializer.resources:
             init["resources"] = copy.deepcopy(initializer.resources)
-        if secret:
+        if secret and uri.lower().startswith("gs://"):
+            init["env"] = [{"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": GCS_MOUNT + GCS_KEY_FILE}]
+            init["volumeMounts"].append({"name": GCS_VOLUME, "mountPath": GCS_MOUNT, "readOnly": True})
+            _replace_volume(pod_spec, {"name": GCS_VOLUME, "secret": {"secretName": secret}})
+        elif secret:
             init["envFrom"] = [{"secretRef": {"name": secret}}]
         others = [c for c in pod_spec.get("initContainers") or [] if c.get("name") != INIT_CONTAINER]
         pod_spec["initContainers"] = [init, *others]  # first: the others may read the model too
-    pod_spec["volumes"] = [*(v for v in pod_spec.get("volumes") or [] if v.get("name") != volume["name"]), volume]
+    _replace_volume(pod_spec, volume)
     main["volumeMounts"] = [*(m for m in main.get("volumeMounts") or [] if m.get("name") != mount["name"]), mount]
+
+
+def _replace_volume(pod_spec: dict[str, Any], volume: dict[str, Any]) -> None:
+    pod_spec["volumes"] = [*(v for v in pod_spec.get("volumes") or [] if v.get("name") != volume["name"]), volume]

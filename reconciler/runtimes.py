@@ -5,7 +5,8 @@ overridden field by field (`triton: {image: registry.local/triton:24.01-py3}`), 
 must give every required field. The `storageInitializer` section is merged the same way. A file that does not
 parse or does not fit the format raises RuntimesError naming the file, the line and the field.
 `use_runtimes` installs the catalog the reconciler's passes read (`active_runtimes`); the default is the shipped
-one. `render_template` fills KServe's `{{.Name}}` and `{{.Labels.<key>}}` in args, env and probe paths.
+one. A runtime's `resources` and `securityContext` are defaults: what the service's predictor container sets
+wins. `render_template` fills KServe's `{{.Name}}` and `{{.Labels.<key>}}` in args, env and probe paths.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ class Runtime(_Strict):
     model_dir: str = Field(alias="modelDir", pattern=r"^/")
     readiness_probe: dict[str, Any] | None = Field(default=None, alias="readinessProbe")
     liveness_probe: dict[str, Any] | None = Field(default=None, alias="livenessProbe")
+    startup_probe: dict[str, Any] | None = Field(default=None, alias="startupProbe")
+    # the container's defaults, as KServe's runtime containers declare them; the service's own values win
+    resources: dict[str, Any] = Field(default_factory=dict)
+    security_context: dict[str, Any] = Field(default_factory=dict, alias="securityContext")
 
 
 class StorageInitializer(_Strict):

@@ -61,7 +61,11 @@ TF_STRATEGY_ROLES: dict[str, Callable[[int, int], list[tuple[str, int]]]] = {
 
 
 def serving_replicas(spec: dict[str, Any]) -> int:
-    return _int(as_dict(spec.get("scaling")).get("minReplicas"), 1)
+    """Predictor pods of an InferenceService: scaling.minReplicas, at least 1. A Deployment at 0 never serves (an
+    HPA does not scale a target at zero replicas), so 0 is served as 1, as KServe's raw deployments clamp it
+    (kserve/kserve v0.20.0 pkg/controller/v1beta1/inferenceservice/reconcilers/hpa/hpa_reconciler.go createHPA:
+    constants.DefaultMinReplicas)."""
+    return max(1, _int(as_dict(spec.get("scaling")).get("minReplicas"), 1))
 
 
 def resource_limits(resources: Any, with_gpu: bool = True) -> dict[str, Any]:

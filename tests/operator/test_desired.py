@@ -348,7 +348,7 @@ def test_inference_service_scaling_adds_a_cpu_hpa_on_the_predictor():
 
 
 @pytest.mark.parametrize(("total", "pct", "split"), [
-    (10, 10, (9, 1)), (4, 50, (2, 2)), (3, 25, (2, 1)), (1, 10, (1, 1)), (2, 100, (0, 2)), (0, 10, (0, 0)),
+    (10, 10, (9, 1)), (4, 50, (2, 2)), (3, 25, (2, 1)), (1, 10, (1, 1)), (2, 100, (0, 2)), (0, 10, (1, 1)),
     (20, 1, (19, 1)), (8, 30, (6, 2)), (5, 50, (2, 3)), (9, 30, (6, 3)),
 ])
 def test_canary_replicas_realize_the_split_by_pod_ratio(total, pct, split):

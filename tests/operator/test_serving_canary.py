@@ -1,5 +1,6 @@
 """A truthful canary: an HTTPRoute (gateway.networking.k8s.io/v1) with the exact weights where the API server serves
-it, else the pod-ratio split with its realized share in status.canary and CanarySplitExact."""
+it, said to be exact only once an implementation reports it Accepted with ResolvedRefs, else the pod-ratio split
+with its realized share in status.canary and CanarySplitExact."""
 
 from __future__ import annotations
 
@@ -29,12 +30,27 @@ def by_name(children: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {f"{c['kind']}/{c['metadata']['name']}": c for c in children}
 
 
-def owned(obj: dict[str, Any], *, routed: bool, ready: tuple[int, int] = (0, 0)) -> dict[ChildKey, dict[str, Any]]:
+def route_status(accepted: str = "True", resolved: str = "True", observed: int = 1,
+                 parent: str = "sent") -> dict[str, Any]:
+    """status.parents as a mesh writes it for a Service parent (gateway-api apis/v1/shared_types.go)."""
+    conditions = [{"type": kind, "status": status, "reason": kind, "observedGeneration": observed}
+                  for kind, status in (("Accepted", accepted), ("ResolvedRefs", resolved))]
+    return {"parents": [{"parentRef": {"group": "", "kind": "Service", "name": parent, "sectionName": "http"},
+                         "controllerName": "mesh.example.com/gamma", "conditions": conditions}]}
+
+
+def owned(obj: dict[str, Any], *, routed: bool, ready: tuple[int, int] = (0, 0),
+          route: dict[str, Any] | None = None) -> dict[ChildKey, dict[str, Any]]:
+    """The desired children as observed: Deployments with `ready` replicas, the route with `route` as its status
+    (accepted by default) at generation 1."""
     children = desired_inference_children(obj, routed=routed)
     for child in children:
         if child["kind"] == "Deployment":
             count = ready[0] if child["metadata"]["name"].endswith("predictor") else ready[1]
             child["status"] = {"readyReplicas": count}
+        if child["kind"] == "HTTPRoute":
+            child["metadata"]["generation"] = 1
+            child["status"] = route_status() if route is None else route
     return {key(child): child for child in children}
 
 
@@ -87,18 +103,34 @@ def test_with_a_route_each_backend_service_selects_only_its_own_component():
 
 def test_without_the_gateway_api_there_is_neither_a_route_nor_backend_services():
     assert sorted(by_name(desired_inference_children(isvc(), routed=False))) == [
-        "Deployment/sent-canary", "Deployment/sent-predictor", "HorizontalPodAutoscaler/sent", "Service/sent"]
+        "Deployment/sent-canary", "Deployment/sent-predictor", "HorizontalPodAutoscaler/sent",
+        "HorizontalPodAutoscaler/sent-canary", "Service/sent"]
 
 
 def test_without_a_canary_there_is_no_route():
     assert not any(c["kind"] == "HTTPRoute" for c in desired_inference_children(isvc(0)))
 
 
-def test_a_routed_canary_reports_the_exact_split():
+def test_a_routed_canary_reports_the_exact_split_once_the_route_is_accepted_with_resolved_refs():
     status = inference_status(None, isvc(), owned(isvc(), routed=True), None, T0)
     assert status["canary"] == {"trafficPercent": 10, "requestedPercent": 10, "split": "HTTPRoute"}
     split = cond(status, "CanarySplitExact")
     assert split is not None and (split["status"], split["reason"]) == ("True", "HTTPRoute")
+
+
+@pytest.mark.parametrize("route", [
+    {},  # served CRD, no implementation: nobody writes status
+    route_status(accepted="False"),
+    route_status(resolved="False"),
+    route_status(observed=0),  # accepted, but an older generation of the weights
+    route_status(parent="another-service"),
+], ids=["no-status", "not-accepted", "refs-unresolved", "stale-generation", "another-parent"])
+def test_canary_split_exact_stays_false_until_the_route_is_accepted(route):
+    status = inference_status(None, isvc(), owned(isvc(), routed=True, route=route), None, T0)
+    split = cond(status, "CanarySplitExact")
+    assert split is not None and (split["status"], split["reason"]) == ("False", "RouteNotAccepted")
+    assert split["message"].startswith("HTTPRoute 'sent' is not reported Accepted with ResolvedRefs")
+    assert status["canary"] == {"trafficPercent": 50, "requestedPercent": 10, "split": "PodRatio"}
 
 
 def test_a_pod_ratio_split_far_from_the_asked_one_says_so_with_its_realized_share():
@@ -138,7 +170,8 @@ def test_a_pass_without_the_gateway_api_keeps_the_pod_ratio_and_is_not_stalled()
     kube = GatewayApi(isvc(), served=False)
     outcome = run(kube)
     assert sorted(outcome.created) == ["Deployment/sent-canary", "Deployment/sent-predictor",
-                                       "HorizontalPodAutoscaler/sent", "Service/sent"]
+                                       "HorizontalPodAutoscaler/sent", "HorizontalPodAutoscaler/sent-canary",
+                                       "Service/sent"]
     status = kube.objects[("InferenceService", "sent")]["status"]
     assert status["canary"]["split"] == "PodRatio"
     assert cond(status, "Stalled") is None
@@ -146,12 +179,16 @@ def test_a_pass_without_the_gateway_api_keeps_the_pod_ratio_and_is_not_stalled()
     assert (second.wrote, kube.asked) == (False, 2)  # asked again, by a read: the CRDs may come later
 
 
-def test_a_pass_with_the_gateway_api_writes_the_route_and_reports_it():
+def test_a_pass_with_the_gateway_api_writes_the_route_and_reports_it_exact_once_it_is_accepted():
     kube = GatewayApi(isvc(), served=True)
     outcome = run(kube)
     assert {"HTTPRoute/sent", "Service/sent-predictor", "Service/sent-canary"} <= set(outcome.created)
-    assert kube.objects[("InferenceService", "sent")]["status"]["canary"]["split"] == "HTTPRoute"
+    status = kube.objects[("InferenceService", "sent")]["status"]
+    assert (status["canary"]["split"], cond(status, "CanarySplitExact")["reason"]) == ("PodRatio", "RouteNotAccepted")
+    kube.objects[("HTTPRoute", "sent")]["status"] = route_status()  # a mesh accepts it
     run(kube)
+    status = kube.objects[("InferenceService", "sent")]["status"]
+    assert (status["canary"]["split"], cond(status, "CanarySplitExact")["status"]) == ("HTTPRoute", "True")
     assert kube.asked == 1  # the route it owns says the kind is served
 
 

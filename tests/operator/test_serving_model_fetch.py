@@ -59,6 +59,17 @@ def test_credentials_come_from_the_named_secret_and_are_never_written_into_the_d
     assert "env" not in init
 
 
+def test_a_gs_model_reads_the_secret_as_a_mounted_key_file_through_google_application_credentials():
+    spec = pod(modelUri="gs://models/sent/v3", storage={"secretName": "gcs-key"})
+    (init,) = spec["initContainers"]
+    assert init["env"] == [{"name": "GOOGLE_APPLICATION_CREDENTIALS",
+                            "value": "/var/secrets/gcloud-application-credentials.json"}]
+    assert "envFrom" not in init
+    assert {"name": "user-gcp-sa", "mountPath": "/var/secrets/", "readOnly": True} in init["volumeMounts"]
+    assert {"name": "user-gcp-sa", "secret": {"secretName": "gcs-key"}} in spec["volumes"]
+    assert not any(m["name"] == "user-gcp-sa" for m in spec["containers"][0]["volumeMounts"])  # the server never
+
+
 def test_without_a_secret_the_init_container_has_no_environment_from_one():
     (init,) = pod()["initContainers"]
     assert "envFrom" not in init

@@ -1,6 +1,6 @@
 """Each shipped runtime's predictor is KServe's ClusterServingRuntime: the desired Deployment and Service are checked
-against the upstream definitions recorded in kserve_runtimes/ (kserve/kserve v0.20.0), and the probes against the
-servers' own health APIs."""
+against the upstream definitions recorded in kserve_runtimes/ (kserve/kserve v0.20.0: image, args, ports, requests,
+security context), and the probes against the servers' own health APIs, on the port the Service sends to."""
 
 from __future__ import annotations
 
@@ -21,10 +21,12 @@ RUNTIMES = {"triton": "kserve-tritonserver", "torchserve": "kserve-torchserve",
 PORT_FLAGS = {"triton": ("--http-port", "--grpc-port"), "tensorflow-serving": ("--rest_api_port", "--port")}
 WRAPPER_PORTS = {"torchserve": (8080, 7070)}
 # Health APIs: Triton's /v2/health/{ready,live} (KServe v2 protocol), TF-Serving's model status
-# GET /v1/models/<name>, TorchServe's GET /ping on its inference address (8085 in KServe's config.properties).
+# GET /v1/models/<name>, TorchServe's KServe wrapper (a kserve ModelServer: /v2/health/{ready,live}); TorchServe's
+# own /ping on 8085 is bound to 127.0.0.1 in pytorch/serve's kubernetes/kserve/config.properties.
 PROBES = {"triton": (("/v2/health/ready", 8080), ("/v2/health/live", 8080)),
           "tensorflow-serving": (("/v1/models/sent", 8080), ("/v1/models/sent", 8080)),
-          "torchserve": (("/ping", 8085), ("/ping", 8085))}
+          "torchserve": (("/v2/health/ready", 8080), ("/v2/health/live", 8080))}
+PROBE_FIELDS = ("readinessProbe", "livenessProbe", "startupProbe")
 
 
 def upstream(runtime: str) -> dict[str, Any]:
@@ -129,3 +131,74 @@ def test_an_image_in_the_spec_replaces_the_runtime_image_only():
 
 def test_the_shipped_catalog_is_exactly_the_three_kserve_runtimes():
     assert sorted(load_runtimes().runtimes) == sorted(RUNTIMES)
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_every_probe_hits_the_port_the_service_sends_traffic_to(runtime):
+    main = predictor(runtime)["containers"][0]
+    target = {p["name"]: p["targetPort"] for p in children(runtime)["Service/sent"]["spec"]["ports"]}["http"]
+    assert {main[field]["httpGet"]["port"] for field in PROBE_FIELDS} == {target}
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_a_startup_probe_on_the_liveness_check_holds_the_liveness_probe_off_for_ten_minutes(runtime):
+    main = predictor(runtime)["containers"][0]
+    startup = main["startupProbe"]
+    assert startup["httpGet"] == main["livenessProbe"]["httpGet"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] == 600
+
+
+@pytest.mark.parametrize(("seconds", "threshold"), [(1800, 180), (45, 5), (10, 1)])
+def test_start_up_timeout_seconds_sets_how_long_the_startup_probe_waits_rounded_up(seconds, threshold):
+    startup = predictor("triton", startupTimeoutSeconds=seconds)["containers"][0]["startupProbe"]
+    assert (startup["periodSeconds"], startup["failureThreshold"]) == (10, threshold)
+
+
+def test_a_runtime_without_a_startup_probe_gets_one_from_its_liveness_check():
+    catalog = load_runtimes()
+    bare = catalog.runtimes["triton"].model_copy(update={"startup_probe": None})
+    catalog = catalog.model_copy(update={"runtimes": {**catalog.runtimes, "triton": bare}})
+    (deployment, *_) = desired_inference_children(isvc("triton"), catalog)
+    startup = deployment["spec"]["template"]["spec"]["containers"][0]["startupProbe"]
+    assert startup == {"httpGet": {"path": "/v2/health/live", "port": 8080}, "periodSeconds": 10,
+                       "failureThreshold": 60}
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_the_predictor_requests_what_the_upstream_runtime_declares(runtime):
+    main = predictor(runtime)["containers"][0]
+    assert main["resources"] == upstream(runtime)["resources"]
+
+
+def test_the_services_own_resources_win_per_resource_and_the_runtimes_fill_the_rest():
+    main = predictor("triton", resources={"gpu": 1, "memory": "16Gi"})["containers"][0]
+    assert main["resources"] == {"limits": {"nvidia.com/gpu": 1, "memory": "16Gi", "cpu": "1"},
+                                 "requests": {"nvidia.com/gpu": 1, "memory": "16Gi", "cpu": "1"}}
+
+
+def test_a_cpu_the_template_only_limits_takes_no_runtime_request_above_it():
+    own = {"name": "predictor", "resources": {"limits": {"cpu": "500m"}}}
+    main = predictor("triton", template={"spec": {"containers": [own]}})["containers"][0]
+    assert main["resources"]["limits"]["cpu"] == "500m"
+    assert "cpu" not in main["resources"]["requests"]  # the API server defaults it to the limit
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_the_predictor_runs_with_the_upstream_security_context(runtime):
+    main = predictor(runtime)["containers"][0]
+    assert main["securityContext"] == upstream(runtime)["securityContext"]
+    assert (main["securityContext"]["runAsUser"], main["securityContext"]["runAsNonRoot"]) == (1000, True)
+
+
+def test_the_templates_own_security_context_wins_key_by_key():
+    own = {"name": "predictor", "securityContext": {"readOnlyRootFilesystem": True, "runAsUser": 2000}}
+    context = predictor("triton", template={"spec": {"containers": [own]}})["containers"][0]["securityContext"]
+    assert (context["runAsUser"], context["readOnlyRootFilesystem"], context["capabilities"]) == (
+        2000, True, {"drop": ["ALL"]})
+
+
+def test_a_user_the_pod_sets_is_not_overridden_by_the_runtimes_container_user():
+    pod = predictor("torchserve", template={"spec": {"securityContext": {"runAsUser": 1001, "runAsNonRoot": True}}})
+    context = pod["containers"][0]["securityContext"]
+    assert "runAsUser" not in context and "runAsNonRoot" not in context
+    assert context["allowPrivilegeEscalation"] is False

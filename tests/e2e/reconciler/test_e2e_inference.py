@@ -51,21 +51,24 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     return next(c for c in status["conditions"] if c["type"] == kind)
 
 
-def test_a_canary_service_becomes_two_deployments_a_service_and_an_hpa_controlled_by_it(
+def test_a_canary_service_becomes_two_deployments_a_service_and_an_hpa_each_controlled_by_it(
         cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
     create_isvc(cluster, namespace)
     outcome, _ = reconcile(transport, policies, namespace)
     assert sorted(outcome.created) == ["Deployment/sentiment-canary", "Deployment/sentiment-predictor",
-                                       "HorizontalPodAutoscaler/sentiment", "Service/sentiment"]
+                                       "HorizontalPodAutoscaler/sentiment", "HorizontalPodAutoscaler/sentiment-canary",
+                                       "Service/sentiment"]
     uid = cluster.get_object("inferenceservice", "sentiment", namespace)["metadata"]["uid"]
     for kind, name in (("deployment", "sentiment-predictor"), ("deployment", "sentiment-canary"),
-                       ("service", "sentiment"), ("hpa", "sentiment")):
+                       ("service", "sentiment"), ("hpa", "sentiment"), ("hpa", "sentiment-canary")):
         ref, = cluster.get_object(kind, name, namespace)["metadata"]["ownerReferences"]
         assert (ref["kind"], ref["uid"], ref["controller"]) == ("InferenceService", uid, True)
     canary = cluster.get_object("deployment", "sentiment-canary", namespace)
     (init,) = canary["spec"]["template"]["spec"]["initContainers"]  # the storage initializer fetches its model
     assert init["args"] == ["s3://ml-models/sentiment/v4", "/mnt/models"]
     assert cluster.get_object("hpa", "sentiment", namespace)["spec"]["scaleTargetRef"]["name"] == "sentiment-predictor"
+    assert cluster.get_object("hpa", "sentiment-canary", namespace)["spec"]["scaleTargetRef"]["name"] == \
+        "sentiment-canary"
     status = isvc_status(cluster, namespace)
     assert (status["phase"], condition(status, "Ready")["reason"]) == ("Pending", "NoReadyReplicas")
     assert status["url"] == f"http://sentiment.{namespace}.svc.cluster.local"
@@ -108,14 +111,14 @@ def test_a_hand_edited_image_drifts_back_but_hpa_scaled_replicas_stay(
     assert live["spec"]["replicas"] == 3  # the HPA's to decide
 
 
-def test_turning_the_canary_off_deletes_its_deployment(
+def test_turning_the_canary_off_deletes_its_deployment_and_its_hpa(
         cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
     create_isvc(cluster, namespace)
     reconcile(transport, policies, namespace)
     cluster.kubectl("patch", "inferenceservice", "sentiment", "-n", namespace, "--type=merge", "-p",
                     json.dumps({"spec": {"canaryTrafficPercent": 0}})).check()
     outcome, _ = reconcile(transport, policies, namespace)
-    assert outcome.deleted == ["Deployment/sentiment-canary"]
+    assert sorted(outcome.deleted) == ["Deployment/sentiment-canary", "HorizontalPodAutoscaler/sentiment-canary"]
     assert names(cluster, "deployments", namespace) == ["sentiment-predictor"]
     assert "canaryReadyReplicas" not in isvc_status(cluster, namespace)
 

@@ -258,7 +258,7 @@ def test_live_tensorflow_pods_carry_one_tf_config_with_the_whole_cluster_and_the
                                                      {"type": "ps", "index": 0}]
 
 
-def test_live_xgboost_pods_carry_the_tracker_variables(
+def test_live_xgboost_pods_carry_the_tracker_variables_and_workers_wait_for_the_masters_name(
         cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
     create_job(cluster, namespace, framework="xgboost", replicas=3)
     reconcile(transport, policies, namespace)
@@ -267,6 +267,10 @@ def test_live_xgboost_pods_carry_the_tracker_variables(
     assert (master["RANK"], worker["RANK"]) == ("0", "2")
     assert worker["WORKER_ADDRS"] == "llm-worker-0.llm,llm-worker-1.llm"
     assert worker["WORKER_PORT"] == "9999"
+    # xgboost resolves the tracker once, fatally: each worker first waits for MASTER_ADDR to resolve
+    (wait,) = cluster.get_object("pod", "llm-worker-1", namespace)["spec"]["initContainers"]
+    assert (wait["name"], wait["command"][3]) == ("wait-for-peer", worker["MASTER_ADDR"])
+    assert "initContainers" not in cluster.get_object("pod", "llm-master-0", namespace)["spec"]
 
 
 def test_an_mpi_gang_job_gets_a_podgroup_and_a_hostfile_and_deletion_removes_them_all(

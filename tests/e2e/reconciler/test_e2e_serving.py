@@ -1,7 +1,8 @@
 """Serving children on the real API server, without the Gateway API CRDs (the session's API server does not serve
 HTTPRoute): every shipped runtime's Deployment and Service are accepted, the Service targets the runtime's port,
-the model arrives by init container for s3:// and by a read-only claim for pvc://, and the canary's realized
-pod-ratio split is in the status."""
+the model arrives by init container for s3:// and gs:// and by a read-only claim for pvc://, each stored predictor
+can start as non-root with a startup probe, a CPU request and probes on the served port, each Deployment has its
+own HPA, and the canary's realized pod-ratio split is in the status."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ pytestmark = pytest.mark.e2e
 
 FRAMEWORKS = {"triton": "onnx", "torchserve": "pytorch", "tensorflow-serving": "tensorflow"}
 PORTS = {"triton": (8080, 9000), "torchserve": (8080, 7070), "tensorflow-serving": (8080, 9000)}
+# kserve/kserve v0.20.0 config/runtimes/kserve-*.yaml, the same for the three runtimes
+KSERVE_SECURITY = {"runAsUser": 1000, "runAsNonRoot": True, "allowPrivilegeEscalation": False, "privileged": False,
+                   "capabilities": {"drop": ["ALL"]}}
 
 
 def create_isvc(cluster: ControlPlane, namespace: str, **spec: Any) -> None:
@@ -107,3 +111,62 @@ def test_a_model_uri_the_reconciler_cannot_fetch_is_refused_before_any_child(
     status = cluster.get_object("inferenceservice", "sentiment", namespace)["status"]
     admitted = next(c for c in status["conditions"] if c["type"] == "Admitted")
     assert (status["phase"], admitted["reason"]) == ("Failed", "UnsupportedModelUri")
+
+
+@pytest.mark.parametrize("runtime", sorted(FRAMEWORKS))
+def test_each_stored_predictor_starts_as_non_root_with_a_startup_probe_a_cpu_request_and_probes_on_the_served_port(
+        cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet, runtime: str):
+    template = example("inferenceservice.yaml")["spec"]["template"]
+    del template["spec"]["securityContext"]["runAsUser"]  # runAsNonRoot with no user: torchserve-kfs's USER is a name
+    del template["spec"]["containers"][0]["securityContext"]
+    create_isvc(cluster, namespace, runtime=runtime, framework=FRAMEWORKS[runtime], canaryTrafficPercent=0,
+                resources={"gpu": 1}, template=template)
+    reconcile(transport, policies, namespace)
+    main = pod_spec(cluster, namespace)["containers"][0]
+    assert main["securityContext"] == {k: v for k, v in KSERVE_SECURITY.items() if k != "runAsNonRoot"}  # the pod's
+    assert (main["resources"]["requests"]["cpu"], main["resources"]["requests"]["memory"]) == ("1", "2Gi")
+    assert main["startupProbe"]["periodSeconds"] * main["startupProbe"]["failureThreshold"] == 600
+    ports = cluster.get_object("service", "sentiment", namespace)["spec"]["ports"]
+    target = {p["name"]: p["targetPort"] for p in ports}
+    assert {main[f]["httpGet"]["port"] for f in ("readinessProbe", "livenessProbe", "startupProbe")} == {target["http"]}
+
+
+def test_start_up_timeout_seconds_is_stored_and_sets_how_long_the_startup_probe_waits(
+        cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
+    create_isvc(cluster, namespace, canaryTrafficPercent=0, startupTimeoutSeconds=1800)
+    reconcile(transport, policies, namespace)
+    assert pod_spec(cluster, namespace)["containers"][0]["startupProbe"]["failureThreshold"] == 180
+
+
+def test_min_replicas_zero_is_stored_as_one_serving_replica_under_an_hpa_floor_of_one(
+        cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
+    create_isvc(cluster, namespace, canaryTrafficPercent=0, scaling={"minReplicas": 0, "maxReplicas": 3})
+    reconcile(transport, policies, namespace)
+    assert cluster.get_object("deployment", "sentiment-predictor", namespace)["spec"]["replicas"] == 1
+    hpa = cluster.get_object("horizontalpodautoscaler", "sentiment", namespace)["spec"]
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, 3)
+
+
+def test_each_stored_deployment_has_its_own_hpa_whose_floor_keeps_the_canary_share(
+        cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
+    create_isvc(cluster, namespace, canaryTrafficPercent=50, scaling={"minReplicas": 4, "maxReplicas": 8})
+    reconcile(transport, policies, namespace)
+    for hpa_name, component in (("sentiment", "predictor"), ("sentiment-canary", "canary")):
+        hpa = cluster.get_object("horizontalpodautoscaler", hpa_name, namespace)["spec"]
+        replicas = cluster.get_object("deployment", f"sentiment-{component}", namespace)["spec"]["replicas"]
+        assert (hpa["scaleTargetRef"]["name"], replicas, hpa["minReplicas"], hpa["maxReplicas"]) == (
+            f"sentiment-{component}", 2, 2, 4)
+
+
+def test_a_gs_model_mounts_the_secret_as_a_key_file_named_by_google_application_credentials(
+        cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
+    create_isvc(cluster, namespace, canaryTrafficPercent=0, modelUri="gs://ml-models/sentiment/v3",
+                storage={"secretName": "gcs-key"})
+    reconcile(transport, policies, namespace)
+    spec = pod_spec(cluster, namespace)
+    (init,) = spec["initContainers"]
+    assert init["env"] == [{"name": "GOOGLE_APPLICATION_CREDENTIALS",
+                            "value": "/var/secrets/gcloud-application-credentials.json"}]
+    assert {"name": "user-gcp-sa", "mountPath": "/var/secrets/", "readOnly": True} in init["volumeMounts"]
+    (volume,) = [v for v in spec["volumes"] if v["name"] == "user-gcp-sa"]
+    assert volume["secret"]["secretName"] == "gcs-key"

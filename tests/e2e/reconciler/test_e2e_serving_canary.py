@@ -4,6 +4,7 @@ other tests keep an API server that does not serve HTTPRoute (test_e2e_serving.p
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,15 +48,34 @@ def weights(cluster: ControlPlane, namespace: str) -> dict[str, int]:
     return {ref["name"]: ref["weight"] for ref in rule["backendRefs"]}
 
 
-def test_the_httproute_weights_equal_canary_traffic_percent_and_the_status_says_the_split_is_exact(
+def accept_route(cluster: ControlPlane, namespace: str) -> None:
+    """What a GAMMA mesh writes once it applies the route (gateway-api v1.6.1 RouteParentStatus)."""
+    generation = cluster.get_object("httproute", "sentiment", namespace)["metadata"]["generation"]
+    conditions = [{"type": kind, "status": "True", "reason": kind, "message": "", "observedGeneration": generation,
+                   "lastTransitionTime": "2026-01-01T00:00:00Z"} for kind in ("Accepted", "ResolvedRefs")]
+    status = {"parents": [{"parentRef": {"group": "", "kind": "Service", "name": "sentiment", "sectionName": "http"},
+                           "controllerName": "mesh.example.com/gamma", "conditions": conditions}]}
+    cluster.kubectl("patch", "httproute", "sentiment", "-n", namespace, "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": status})).check()
+
+
+def split_condition(cluster: ControlPlane, namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    status = cluster.get_object("inferenceservice", "sentiment", namespace)["status"]
+    return status["canary"], next(c for c in status["conditions"] if c["type"] == "CanarySplitExact")
+
+
+def test_the_httproute_weights_equal_canary_traffic_percent_and_the_split_is_exact_once_the_route_is_accepted(
         cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
     create_isvc(cluster, namespace)
     outcome, _ = reconcile(transport, policies, namespace)
     assert {"HTTPRoute/sentiment", "Service/sentiment-predictor", "Service/sentiment-canary"} <= set(outcome.created)
     assert weights(cluster, namespace) == {"sentiment-predictor": 90, "sentiment-canary": 10}
-    status = cluster.get_object("inferenceservice", "sentiment", namespace)["status"]
-    assert status["canary"] == {"trafficPercent": 10, "requestedPercent": 10, "split": "HTTPRoute"}
-    split = next(c for c in status["conditions"] if c["type"] == "CanarySplitExact")
+    canary, split = split_condition(cluster, namespace)  # the CRD is served, but nothing applies the route
+    assert (canary["split"], split["status"], split["reason"]) == ("PodRatio", "False", "RouteNotAccepted")
+    accept_route(cluster, namespace)
+    reconcile(transport, policies, namespace)
+    canary, split = split_condition(cluster, namespace)
+    assert canary == {"trafficPercent": 10, "requestedPercent": 10, "split": "HTTPRoute"}
     assert (split["status"], split["reason"]) == ("True", "HTTPRoute")
 
 
