@@ -178,8 +178,12 @@ def admission_review(*, operation: str, old_path: str | None, namespace: str | N
             documents = list(read_documents([source]))
         except InputError as exc:
             raise click.UsageError(str(exc)) from None
+        if len(documents) > 1:  # one review is one object: the API server never sends several
+            raise click.UsageError(f"{source}: {len(documents)} documents; an AdmissionReview holds one object, "
+                                   "give a file with one")
         if not documents or documents[0].data is None:
-            raise click.UsageError(f"{source}: {documents[0].error if documents else 'no Kubernetes object'}")
+            where = f"{source}:{documents[0].error_line or documents[0].line}" if documents else source
+            raise click.UsageError(f"{where}: {documents[0].error if documents else 'no Kubernetes object'}")
         return documents[0].data
 
     obj = None if operation == "DELETE" else first_object(path)

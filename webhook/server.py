@@ -58,6 +58,21 @@ def connection_limit(wanted: int) -> int:
     return limit
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port, as uvicorn's Config.bind_socket makes it (SO_REUSEADDR, inheritable), but
+    raising OSError instead of logging and exiting; uvicorn listens on it (Server.run(sockets=...))."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
 class _Config(uvicorn.Config):
     """uvicorn's configuration, with an event loop of our own making."""
 
@@ -126,6 +141,10 @@ class Webhook:
         self.tls.listener.gate = self.gate
         self.metrics.connections_open.set_function(self.gate.count)
         self.metrics.ready.set_function(lambda: float(self.service.readiness()[0]))
+        try:  # bound now, so that nothing says "serving" before the port is ours; uvicorn gets the socket
+            self.socket: socket.socket = listening_socket(options.host, options.port)
+        except OSError as exc:
+            raise OSError(f"--port {options.port} on {options.host}: {exc.strerror or exc}") from None
         port = options.metrics_port  # bound now, so that a taken port fails `mlgate serve` at start
         try:
             self.metrics_server = None if port is None else metrics_server(self.metrics, options.host, port)
@@ -211,14 +230,15 @@ class Webhook:
         """Serve until SIGINT/SIGTERM."""
         self._start_background()
         try:
-            self.server.run()
+            self.server.run(sockets=[self.socket])
         finally:
             self._stop_background()
 
     def start(self, timeout: float = 10.0) -> None:
         """Serve on a thread; return once the socket is listening."""
         self._start_background()
-        self._thread = threading.Thread(target=self.server.run, name="mlgate-webhook", daemon=True)
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]},
+                                        name="mlgate-webhook", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self.server.started:
@@ -238,7 +258,7 @@ class Webhook:
         for server in getattr(self.server, "servers", ()):
             for sock in server.sockets:
                 return int(sock.getsockname()[1])
-        return self.options.port
+        return int(self.socket.getsockname()[1])  # bound, not yet served: --port 0 has its number already
 
     @property
     def url(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urljoin, urlsplit
 from xml.etree import ElementTree as ET
 
 from mlgate import __version__
@@ -22,7 +22,11 @@ from mlgate.rules.registry import catalog
 if TYPE_CHECKING:
     from mlgate.cli.testsuite import CaseOutcome
 
-RULES_DOC = "docs/rules.md"  # relative to the project's root; one anchor per rule id
+RULES_DOC = "rules.md"  # under the docs URL; one anchor per rule id
+# Where docs/ is published: the repository's own docs/ folder where it is hosted (OWNER as in the README's
+# snippets). SARIF wants helpUri absolute (sarif-2.1.0 schema, reportingDescriptor.helpUri: "format": "uri"),
+# so a relative path is refused by strict consumers; `validate --docs-url` (or MLGATE_DOCS_URL) points elsewhere.
+DOCS_URL = "https://github.com/OWNER/mlgate/blob/main/docs/"
 LEVELS = {"violations": "error", "warnings": "warning", "audit": "note"}
 LABELS = {"violations": "DENY", "warnings": "WARN", "audit": "AUDIT"}
 # results that are no rule's: the object could not be read, or the engine could not evaluate it at all
@@ -91,12 +95,12 @@ def _xml(root: ET.Element) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def sarif(records: Sequence[Record]) -> str:
+def sarif(records: Sequence[Record], docs_url: str = DOCS_URL) -> str:
     rules: dict[str, dict[str, Any]] = {}
     results: list[dict[str, Any]] = []
 
     def add(rule: str, policy: str, text: str, where: dict[str, Any], **extra: Any) -> None:
-        rules.setdefault(rule, _rule(rule))
+        rules.setdefault(rule, _rule(rule, docs_url))
         results.append({"ruleId": rule, **extra, "message": {"text": text}, "locations": [where],
                         **({"properties": {"policy": policy}} if policy else {})})
 
@@ -126,12 +130,21 @@ def sarif(records: Sequence[Record]) -> str:
     return json.dumps(document, indent=2) + "\n"
 
 
-def _rule(rule_id: str) -> dict[str, Any]:
+def _rule(rule_id: str, docs_url: str) -> dict[str, Any]:
     if rule_id in INPUT_RULES:
         return {"id": rule_id, "shortDescription": {"text": INPUT_RULES[rule_id]}}
     spec = catalog().get(rule_id)
     summary = spec.summary if spec else CRD_CHECKS.get(rule_id, rule_id)
-    return {"id": rule_id, "shortDescription": {"text": summary}, "helpUri": f"{RULES_DOC}#{rule_id}"}
+    return {"id": rule_id, "shortDescription": {"text": summary},
+            "helpUri": f"{urljoin(docs_url.rstrip('/') + '/', RULES_DOC)}#{rule_id}"}
+
+
+def absolute_url(value: str) -> str | None:
+    """What is wrong with `value` as the base of helpUri (None when it is an absolute http(s) URL)."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return f"{value!r} is not an absolute http(s) URL"
+    return None
 
 
 def artifact_uri(source: str) -> str:

@@ -67,10 +67,10 @@ def load_schemas(paths: Sequence[str]) -> SchemaCatalog | None:
 
     missing = missing_module()
     if missing is not None:
-        message = f"CRD schemas not checked: {missing} comes with mlgate[{EXTRA}]: pip install 'mlgate[{EXTRA}]'"
-        if paths:
-            fail(message)
-        click.echo(f"mlgate: {message}", err=True)
+        install = f"{missing}, which comes with mlgate[{EXTRA}]: pip install 'mlgate[{EXTRA}]'"
+        if paths:  # an error, not the note below: nothing is judged
+            fail(f"error: --crds needs {install}")
+        click.echo(f"mlgate: CRD schemas not checked: they need {install}", err=True)
         return None
     try:
         catalog = SchemaCatalog.from_paths([default_crd_dir()])
@@ -84,7 +84,7 @@ def load_schemas(paths: Sequence[str]) -> SchemaCatalog | None:
 
 def load_facts(path: str | None) -> ClusterFacts:
     from mlgate.loading.documents import InputError, read_documents
-    from mlgate.model.facts import NO_FACTS, StaticFacts
+    from mlgate.model.facts import NO_FACTS, StaticFacts, is_fact
 
     if path is None:
         return NO_FACTS
@@ -94,7 +94,12 @@ def load_facts(path: str | None) -> ClusterFacts:
         fail(f"facts: {exc}")
     broken = [d for d in documents if d.error]
     if broken:
-        fail(f"facts: {broken[0].source}: {broken[0].error}")
+        fail(f"facts: {broken[0].source}:{broken[0].error_line or broken[0].line}: {broken[0].error}")
+    sources = dict.fromkeys(d.source for d in documents)
+    for source in sources:  # workloads given as --facts would otherwise be ignored without a word
+        if not any(is_fact(d.data) for d in documents if d.source == source and d.data is not None):
+            fail(f"facts: {source}: no cluster facts in it (Namespace, PersistentVolumeClaim, StorageClass, Node, "
+                 "...); manifests to judge go in PATHS, `mlgate facts dump` writes a facts file")
     return StaticFacts.from_objects(d.data for d in documents if d.data is not None)
 
 
@@ -137,6 +142,11 @@ class TransportGroup(click.Group):
         "operator": ("mlgate_reconciler.command", "operator", "reconciler"),
         "audit": ("mlgate_audit.command", "audit", "server"),
     }
+    # What a command imports when it needs less than its whole extra, so the missing module it names is its own:
+    # `certs` makes certificates only; `webhook uninstall` and `rotate-ca` talk to the API server, and rotate-ca
+    # makes certificates. Neither serves anything (no fastapi, no uvicorn).
+    NEEDS: ClassVar[dict[str, tuple[str, ...]]] = {"certs": ("cryptography",),
+                                                   "webhook": ("kubernetes", "cryptography")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.TRANSPORTS])
@@ -148,7 +158,8 @@ class TransportGroup(click.Group):
 
             module, name, extra = self.TRANSPORTS[cmd_name]
             # a light install (`pip install mlgate`) has the CLI only; the transports import their stack late
-            missing = next((m for m in EXTRAS[extra] if importlib.util.find_spec(m) is None), None)
+            needs = self.NEEDS.get(cmd_name, EXTRAS[extra])
+            missing = next((m for m in needs if importlib.util.find_spec(m) is None), None)
             if missing is not None:
                 return _needs_extra(cmd_name, extra, missing)
             command: click.Command = getattr(importlib.import_module(module), name)
@@ -173,6 +184,16 @@ def _needs_extra(command: str, extra: str, missing: str) -> click.Command:
                          context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 
+def _docs_url(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
+    from mlgate.cli.ci import DOCS_URL, absolute_url
+
+    if value is None:
+        return DOCS_URL
+    if (problem := absolute_url(value)) is not None:
+        raise click.BadParameter(problem)
+    return value
+
+
 @click.group(cls=TransportGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="mlgate")
 def cli() -> None:
@@ -190,6 +211,9 @@ def cli() -> None:
 @click.option("--report-api", type=click.Choice(["wgpolicyk8s.io/v1alpha2", "openreports.io/v1alpha1"]),
               default="wgpolicyk8s.io/v1alpha2", show_default=True,
               help="-o policyreport: PolicyReport/ClusterPolicyReport, or openreports.io Report/ClusterReport.")
+@click.option("--docs-url", envvar="MLGATE_DOCS_URL", callback=_docs_url, show_envvar=True,
+              help="-o sarif: the absolute URL docs/ is published at, the base of each rule's helpUri "
+                   "(default: docs/ where the repository is hosted).")
 @click.option("-q", "--quiet", is_flag=True, help="Text: only denied and failed objects, and what blocks them.")
 @color_option
 @click.option("--warn-exit-code", type=click.IntRange(min=0, max=255), default=0, show_default=True,
@@ -200,8 +224,8 @@ def cli() -> None:
 @click.argument("paths", nargs=-1)
 def validate(  # click passes options by name
     *, policy_paths: tuple[str, ...], facts: str | None, crd_paths: tuple[str, ...], namespace: str, output: str,
-    report_api: ReportApi, quiet: bool, color: str, warn_exit_code: int, allow_empty: bool, jobs: int | None,
-    paths: tuple[str, ...],
+    report_api: ReportApi, docs_url: str, quiet: bool, color: str, warn_exit_code: int, allow_empty: bool,
+    jobs: int | None, paths: tuple[str, ...],
     exception_paths: tuple[str, ...] = (),
     **cluster_args: Any,
 ) -> None:
@@ -210,7 +234,8 @@ def validate(  # click passes options by name
     a directory (searched recursively) or - for stdin."""
     from mlgate.cli.report import Reporter
 
-    reporter = Reporter(output, sys.stdout, _style(sys.stdout, color, quiet), report_api=report_api)
+    reporter = Reporter(output, sys.stdout, _style(sys.stdout, color, quiet), report_api=report_api,
+                        docs_url=docs_url)
     statuses = set()
     live = facts_cli.cluster_review(cluster_args, paths=paths, facts=facts, policy_paths=policy_paths,
                                     crd_paths=crd_paths, namespace=namespace, render=reporter.render,
@@ -240,7 +265,8 @@ def mutate(  # click passes options by name
     paths: tuple[str, ...],
 ) -> None:
     """Print the manifests as the API server would store them (defaults applied); the
-    verdicts go to stderr."""
+    verdicts go to stderr. A denied object is printed too, as mutated, after a `# mlgate: DENIED` comment line
+    (stdout stays YAML), and the exit code is 1."""
     from mlgate.cli.report import Reporter
     from mlgate.loading.documents import dump_yaml
 
@@ -249,10 +275,17 @@ def mutate(  # click passes options by name
     # the report is on stderr already: an input error there once, not twice
     for record in _review(paths, policy_paths, facts, namespace, keep_mutated=True, jobs=1, echo_errors=False):
         if record.mutated is not None:
+            if record.status == "denied":  # a reader of stdout alone must not take it for an admitted object
+                name = f"{record.namespace}/{record.name}" if record.namespace else record.name
+                sys.stdout.write(f"# mlgate: DENIED {record.kind} {name} ({record.source}:{record.line}): admission "
+                                 "would refuse it; why is on stderr\n")
             dump_yaml([record.mutated], sys.stdout)
         reporter.add(record)
         statuses.add(record.status)
     counts = reporter.finish()
+    if counts["denied"]:
+        click.echo(f"mlgate: {counts['denied']} denied object(s) printed on stdout after a `# mlgate: DENIED` "
+                   "line: admission would refuse them", err=True)
     _refuse_empty(counts["documents"], paths, allow_empty)
     sys.exit(_exit_code(statuses))
 
@@ -321,14 +354,18 @@ def completion(shell: str) -> None:
               help="The GPUs run drivers older than this; R510: no 4g beside a 3g on A100 and A30.")
 def mig_lint(paths: tuple[str, ...], driver_before: str | None) -> None:
     """Lint mig-parted `mig-configs` files, or ConfigMaps holding one, against the per-model MIG tables and
-    placements."""
-    from mlgate.cli.miglint import lint_paths
+    placements. PATHS are files, directories (their YAML files) or `-` for stdin. The problems go to stdout,
+    a one-line summary to stderr."""
+    from mlgate.cli.miglint import lint_paths, mig_files, summary
 
-    problems, errors = lint_paths(paths, driver_before="R510" if driver_before == "R510" else None)
+    files, missing = mig_files(paths)
+    problems, errors = lint_paths(files, driver_before="R510" if driver_before == "R510" else None)
+    errors = missing + errors
     for problem in problems:
         click.echo(problem)
     for error in errors:
         click.echo(f"mlgate: {error}", err=True)
+    click.echo(f"mlgate: {summary(len(files) - len(errors) + len(missing), problems)}", err=True)
     sys.exit(EXIT_ERROR if errors else EXIT_DENIED if any(p.is_error for p in problems) else EXIT_OK)
 
 

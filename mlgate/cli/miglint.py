@@ -9,6 +9,7 @@ literal block (`|`), whose lines are the file's.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -17,12 +18,14 @@ from typing import Any
 
 import yaml
 
+from mlgate.loading.documents import InputError, expand
 from mlgate.loading.linemap import compose_with_lines, line_for, lines_of, load_with_node
 from mlgate.model import pointer
 from mlgate.rules.mig_layout import LayoutProblem, lint_mig_config, with_lines
 from mlgate.rules.mig_tables import DriverBefore
 
 LineOf = Callable[[str], int | None]
+STDIN = "-"
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,32 @@ class FileProblem:
         return self.problem.render(self.filename)
 
 
+def mig_files(paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the files to lint: each file as given, each directory's YAML and JSON files walked in sorted order, `-` for
+    stdin; a line for each path that does not exist or is a directory without one)."""
+    files: list[str] = []
+    errors: list[str] = []
+    for path in paths:
+        try:
+            found = list(expand([path]))
+        except InputError as exc:
+            errors.append(f"{exc.path}: cannot read: {exc.problem}")
+            continue
+        if not found:
+            errors.append(f"{path}: a directory without .yaml, .yml or .json files")
+        files += found
+    return files, errors
+
+
+def summary(files: int, problems: Sequence[FileProblem]) -> str:
+    """One line for stderr after the report: how many files were linted and what was found."""
+    errors = sum(p.is_error for p in problems)
+    warnings = len(problems) - errors
+    counted = ", ".join(f"{n} {word}{'' if n == 1 else 's'}" for n, word in ((errors, "error"), (warnings, "warning"))
+                        if n) or "no problems"
+    return f"mig-lint: {files} file{'' if files == 1 else 's'} checked: {counted}"
+
+
 def lint_paths(paths: Sequence[str], driver_before: DriverBefore | None = None) -> tuple[list[FileProblem], list[str]]:
     """(the layout problems found, errors and warnings in file order; the files that could not be read or parsed):
     a report and its input errors, which the command keeps apart (stdout, exit 1 if any problem is an error;
@@ -49,7 +78,8 @@ def lint_paths(paths: Sequence[str], driver_before: DriverBefore | None = None) 
     errors: list[str] = []
     for path in paths:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = sys.stdin.read() if path == STDIN else Path(path).read_text(encoding="utf-8")
+            path = "<stdin>" if path == STDIN else path  # noqa: PLW2901 - the name the report lines carry
             data, node = load_with_node(text)
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(f"{path}: cannot read: {exc}")

@@ -13,7 +13,7 @@ from functools import partial
 from typing import IO, Any
 
 from mlgate.cli import policyreports
-from mlgate.cli.ci import junit, sarif
+from mlgate.cli.ci import DOCS_URL, junit, sarif
 from mlgate.cli.review import Item, Record
 from mlgate.cli.text import PLAIN, Style, text_record, text_summary
 from mlgate.model.results import redact
@@ -34,8 +34,10 @@ class Reporter:
     """Writes a report as records arrive; text and json stream, junit and sarif collect, policyreport keeps the
     results only."""
 
-    def __init__(self, fmt: str, out: IO[str], style: Style = PLAIN, report_api: ReportApi = WGPOLICY):
+    def __init__(self, fmt: str, out: IO[str], style: Style = PLAIN, report_api: ReportApi = WGPOLICY,
+                 docs_url: str = DOCS_URL):
         self.fmt, self.out, self.style, self.report_api = fmt, out, style, report_api
+        self.docs_url = docs_url  # sarif: the base of each rule's helpUri
         self.records: list[Record] = []
         self.judged: list[Judged] = []
 
@@ -65,7 +67,7 @@ class Reporter:
         elif self.fmt == "policyreport":
             self.out.write(policyreports.render(self.judged, self.report_api))
         else:
-            self.out.write(junit(self.records) if self.fmt == "junit" else sarif(self.records))
+            self.out.write(junit(self.records) if self.fmt == "junit" else sarif(self.records, self.docs_url))
         return counts
 
 

@@ -179,7 +179,7 @@ def _compare(
         if decision.mutated != expected:
             ops = diff(expected, decision.mutated)
             shown = "; ".join(f"{op['op']} {op['path']}" for op in ops[:5])
-            return outcome(actual, False, f"patched resource differs from {exp.patchedResource}: {shown}")
+            return outcome(actual, False, f"the patched resource differs from {exp.patchedResource}: {shown}")
     return outcome(actual, True, detail)
 
 
@@ -252,7 +252,11 @@ def render_outcomes(outcomes: Sequence[CaseOutcome], fmt: str) -> str:
     lines = []
     for o in outcomes:
         status = "PASS" if o.passed else "FAIL"
-        line = f"{status} {o.suite}: {o.policy}/{o.rule} {o.resource}: expected {o.expected}, got {o.actual}"
-        lines.append(line if o.passed or not o.detail else f"{line}\n     {o.detail}")
+        head = f"{status} {o.suite}: {o.policy}/{o.rule} {o.resource}"
+        if not o.passed and o.expected == o.actual:  # the outcome matched; what failed is said on the same line
+            lines.append(f"{head}: {o.actual} as expected, but {o.detail}")
+        else:
+            line = f"{head}: expected {o.expected}, got {o.actual}"
+            lines.append(line if o.passed or not o.detail else f"{line}\n     {o.detail}")
     lines.append(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed")
     return "\n".join(lines) + "\n"

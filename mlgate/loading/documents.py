@@ -121,10 +121,10 @@ def parse_document(raw: bytes, source: str, index: int, line: int, json_only: bo
             data, doc.node = load_with_node(doc.text, line)
     except json.JSONDecodeError as exc:
         doc.error_line = line + exc.lineno - 1
-        doc.error = f"line {doc.error_line}: invalid JSON: {exc.msg}"
+        doc.error = f"column {exc.colno}: invalid JSON: {exc.msg}"
         return doc
     except NotFiniteJson as exc:
-        doc.error_line, doc.error = line, f"line {line}: {exc}"
+        doc.error_line, doc.error = line, str(exc)
         return doc
     except yaml.YAMLError as exc:
         doc.error_line, doc.error = _yaml_error(exc, line)
@@ -132,10 +132,10 @@ def parse_document(raw: bytes, source: str, index: int, line: int, json_only: bo
     if data is None:
         return None
     if not isinstance(data, dict):
-        doc.error_line, doc.error = line, f"line {line}: document is a {type(data).__name__}, not a Kubernetes object"
+        doc.error_line, doc.error = line, f"document is a {type(data).__name__}, not a Kubernetes object"
     elif not data.get("kind") or not data.get("apiVersion"):
         missing = "kind" if not data.get("kind") else "apiVersion"
-        doc.error_line, doc.error = line, f"line {line}: document has no {missing}"
+        doc.error_line, doc.error = line, f"document has no {missing}"
     else:
         doc.data = data
     return doc
@@ -162,9 +162,10 @@ def _yaml_error(exc: yaml.YAMLError, first_line: int) -> tuple[int, str]:
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
     line = first_line + mark.line if mark else first_line
-    where = f"line {line}, column {mark.column + 1}" if mark else f"line {line}"
+    # the line is the caller's, printed as `file:line` beside the message; the message adds only the column
+    where = f"column {mark.column + 1}: " if mark else ""
     detail = f"{context}, {problem}" if context else problem
-    return line, f"{where}: {detail}" if isinstance(exc, NotFinite) else f"{where}: invalid YAML: {detail}"
+    return line, f"{where}{detail}" if isinstance(exc, NotFinite) else f"{where}invalid YAML: {detail}"
 
 
 def document_chunks(handle: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:

@@ -67,6 +67,9 @@ class ClusterFacts(Protocol):
 
 
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
+# The kinds StaticFacts.from_objects keeps by name (beside LOOKUP_KINDS, pod-group Pods and Lists of them)
+FACT_KINDS = frozenset({"Namespace", "PersistentVolumeClaim", "StorageClass", "PersistentVolume", "ResourceQuota",
+                        "PriorityClass", "LimitRange", "Node", *RUNTIME_KINDS})
 # Kinds looked up by name, each with whether it is namespaced and the kinds a facts file shows together (a
 # file with a ClusterQueue but no LocalQueue of a namespace says that namespace has none)
 LOOKUP_KINDS: dict[str, tuple[bool, str]] = {
@@ -230,3 +233,17 @@ def pod_group_of(meta: Mapping[str, Any], namespace: str = "default") -> tuple[s
 
 
 NO_FACTS = StaticFacts(known=False)
+
+
+def is_fact(obj: Mapping[str, Any]) -> bool:
+    """Whether StaticFacts.from_objects takes anything from this object: a kind of the facts, a Pod of a pod group,
+    or a List that is empty or holds one of them."""
+    kind = obj.get("kind")
+    if kind == "List":
+        items = obj.get("items")
+        items = items if isinstance(items, list) else []
+        return not items or any(is_fact(i) for i in items if isinstance(i, Mapping))
+    if kind == "Pod":
+        meta = obj.get("metadata")
+        return pod_group_of(meta if isinstance(meta, Mapping) else {}) is not None
+    return kind in FACT_KINDS or (isinstance(kind, str) and kind in LOOKUP_KINDS)

@@ -11,13 +11,14 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 from xml.etree import ElementTree as ET
 
 import pytest
 from click.testing import CliRunner, Result
 
 import mlgate.cli.namespaces as namespaces
-from mlgate.cli.ci import CRD_CHECKS, RULES_DOC, artifact_uri
+from mlgate.cli.ci import CRD_CHECKS, DOCS_URL, RULES_DOC, artifact_uri
 from mlgate.cli.main import cli
 from mlgate.model.results import Action, Decision, Finding, Outcome, RuleResult
 from mlgate.rules.registry import catalog
@@ -86,8 +87,8 @@ BROKEN = pod().replace("      resources:", "\tresources:")  # a tab where YAML w
 def test_a_parse_error_is_reported_at_its_line_in_text_json_sarif_and_junit(tmp_path: Path) -> None:
     source = write(tmp_path, BROKEN)
     text = run("validate", source)
-    assert " ".join(text.stdout.split()).startswith(f"{source}:10 [doc 0] ERROR line 10, column ")
-    assert text.stderr.startswith(f"mlgate: {source}:10: line 10")
+    assert " ".join(text.stdout.split()).startswith(f"{source}:10 [doc 0] ERROR column ")
+    assert text.stderr.startswith(f"mlgate: {source}:10: column 1: ")
     (record,) = json.loads(run("validate", "-o", "json", source).stdout)["results"]
     assert record["line"] == 10
     (found,) = json.loads(run("validate", "-o", "sarif", source).stdout)["runs"][0]["results"]
@@ -110,7 +111,7 @@ def test_a_typo_in_a_suite_resource_is_an_error_at_the_typo_line(tmp_path: Path)
                   "  results: [{policy: gpu, rule: gpu.max, resources: [fine], result: pass}]\n", "suite.yaml")
     result = run("test", suite)
     assert result.exit_code == 2
-    assert "resources.yaml:22: line 22, column " in result.stderr, result.stderr
+    assert "resources.yaml:22: column " in result.stderr, result.stderr
 
 
 # --- 2. json keeps blocking, warning and audit findings apart --------------------------------------------------
@@ -240,11 +241,22 @@ def test_a_sarif_rule_is_described_by_its_own_summary_and_links_its_documentatio
     report = json.loads(run("validate", "-p", policy(tmp_path), "-o", "sarif", write(tmp_path, pod(gpus=2))).stdout)
     (rule,) = report["runs"][0]["tool"]["driver"]["rules"]
     assert rule["shortDescription"]["text"] == catalog()["gpu.max"].summary
-    assert rule["helpUri"] == f"{RULES_DOC}#gpu.max"
+    assert rule["helpUri"] == f"{DOCS_URL}{RULES_DOC}#gpu.max"
+    assert urlsplit(rule["helpUri"]).scheme == "https"  # sarif-2.1.0: helpUri is "format": "uri", absolute
+
+
+def test_the_sarif_help_uri_takes_its_base_from_docs_url_and_refuses_a_relative_one(tmp_path: Path) -> None:
+    manifest = write(tmp_path, pod(gpus=2))
+    for base in ("https://docs.example/mlgate/v1", "https://docs.example/mlgate/v1/"):
+        report = json.loads(run("validate", "-p", policy(tmp_path), "-o", "sarif", "--docs-url", base, manifest).stdout)
+        (rule,) = report["runs"][0]["tool"]["driver"]["rules"]
+        assert rule["helpUri"] == "https://docs.example/mlgate/v1/rules.md#gpu.max"
+    refused = run("validate", "-o", "sarif", "--docs-url", "docs/", manifest)
+    assert refused.exit_code == 2 and "'docs/' is not an absolute http(s) URL" in refused.stderr
 
 
 def test_every_shipped_rule_has_its_anchor_in_the_rules_document_and_no_anchor_is_left_over() -> None:
-    anchors = re.findall(r'<a id="([^"]+)"></a>', (ROOT / RULES_DOC).read_text())
+    anchors = re.findall(r'<a id="([^"]+)"></a>', (ROOT / "docs" / RULES_DOC).read_text())
     assert sorted(anchors) == sorted([*catalog(), *CRD_CHECKS])
 
 

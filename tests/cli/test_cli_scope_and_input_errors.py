@@ -53,7 +53,7 @@ def test_a_number_the_api_server_refuses_is_an_input_error_at_its_line(tmp_path:
         manifest.write_text(POD.replace("VALUE", value))
         result = CliRunner().invoke(cli, ["validate", str(manifest)])
         assert result.exit_code == 2, (value, result.stdout)
-        assert f"ERROR line 9, column 32: {value} is not a finite number, which the API server refuses" \
+        assert f"ERROR column 32: {value} is not a finite number, which the API server refuses" \
             in " ".join(result.stdout.split()), result.stdout  # long lines are wrapped
         assert "Traceback" not in result.stdout + result.stderr
 

@@ -16,11 +16,13 @@ import mlgate
 
 # The chart's directories of copies, each with its sources (the copy keeps the source's name unless mapped).
 COPIES: dict[Path, dict[str, Path]] = {
-    CHART / "crds": {p.name: p for p in sorted((MANIFESTS / "crds").glob("mlgate.dev_*.yaml"))},
+    CHART / "crds": {p.name: p for p in sorted([*(MANIFESTS / "crds").glob("mlgate.dev_*.yaml"),
+                                                *(MANIFESTS / "reports").glob("*_*.yaml")])},
     CHART / "files" / "policies": {p.name: p for p in sorted((REPO / "policies").glob("*.yaml"))},
     CHART / "files": {"webhooks.yaml": MANIFESTS / "webhooks.yaml"},
     CHART / "files" / "rbac": {"webhook.yaml": MANIFESTS / "rbac.yaml",
-                               "reconciler.yaml": MANIFESTS / "reconciler" / "rbac.yaml"},
+                               "reconciler.yaml": MANIFESTS / "reconciler" / "rbac.yaml",
+                               "audit.yaml": MANIFESTS / "audit" / "rbac.yaml"},
     CHART / "files" / "monitoring": {p.name: p for p in sorted((MANIFESTS / "monitoring").iterdir())
                                      if p.name != "kustomization.yaml"},
 }
@@ -39,7 +41,8 @@ def test_the_chart_copies_equal_their_sources(directory: Path) -> None:
 
 
 def test_every_crd_of_the_kustomize_base_is_in_the_chart() -> None:
-    listed = yaml.safe_load((MANIFESTS / "crds" / "kustomization.yaml").read_text(encoding="utf-8"))["resources"]
+    listed = [name for directory in ("crds", "reports") for name in yaml.safe_load(
+        (MANIFESTS / directory / "kustomization.yaml").read_text(encoding="utf-8"))["resources"]]
     assert sorted(listed) == sorted(p.name for p in (CHART / "crds").glob("*.yaml"))
 
 

@@ -314,7 +314,8 @@ def test_without_the_schema_extra_validate_says_so_once_and_goes_on(tmp_path: Pa
     manifest.write_text(ISSUE + "---\n" + ISSUE)
     result = CliRunner().invoke(cli, ["validate", str(manifest)])
     assert result.exit_code == 0, result.output
-    assert result.stderr.count("CRD schemas not checked: no_such_module_for_mlgate comes with mlgate[schema]") == 1
+    assert result.stderr.count("CRD schemas not checked: they need no_such_module_for_mlgate, which comes with "
+                               "mlgate[schema]") == 1
     asked = CliRunner().invoke(cli, ["validate", "--crds", str(E2E_CRDS), str(manifest)])
     assert asked.exit_code == 2
     assert "pip install 'mlgate[schema]'" in asked.stderr

@@ -63,7 +63,8 @@ def test_every_nvidia_config_lints_without_a_single_finding(name: str) -> None:
 
 def test_mig_lint_on_nvidias_default_config_prints_nothing_and_exits_0() -> None:
     result = CliRunner().invoke(cli, ["mig-lint", "config-default.yaml"])
-    assert (result.exit_code, result.stdout, result.stderr) == (0, "", "")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "", "mlgate: mig-lint: 1 file checked: "
+                                                                       "no problems\n")
 
 
 def test_the_default_config_fixture_is_nvidias_file_unmodified() -> None:
@@ -152,7 +153,8 @@ def test_a_profile_a_listed_gpu_does_not_have_is_still_an_error() -> None:
 
 def test_mig_lint_prints_the_warning_for_a_gpu_the_tables_lack_and_exits_0() -> None:
     result = CliRunner().invoke(cli, ["mig-lint", "enabled-unknown-gpu.yaml"])
-    assert (result.exit_code, result.stdout.splitlines(), result.stderr) == (0, [UNLISTED_GPU_WARNING], "")
+    assert (result.exit_code, result.stdout.splitlines(), result.stderr) == (
+        0, [UNLISTED_GPU_WARNING], "mlgate: mig-lint: 1 file checked: 1 warning\n")
 
 
 def test_mig_lint_passes_all_of_nvidias_configs_silently() -> None:

@@ -111,9 +111,9 @@ def test_a_wrong_expectation_fails_and_prints_what_the_rule_said() -> None:
         "[pss-baseline/pod-security.baseline] privileged: /spec/containers/0/securityContext/privileged: "
         'container "trainer" must not set securityContext.privileged=true'
     )
-    patched = lines.index(f"FAIL {suite}: defaults/defaults.security-context Pod/allow-privilege-escalation-unset: "
-                          "expected pass, got pass")
-    assert lines[patched + 1].strip().startswith("patched resource differs from not-patched.yaml: ")
+    (patched,) = [line for line in lines if "Pod/allow-privilege-escalation-unset" in line]
+    assert patched.startswith(f"FAIL {suite}: defaults/defaults.security-context Pod/allow-privilege-escalation-unset: "
+                              "pass as expected, but the patched resource differs from not-patched.yaml: ")
     assert lines[-1] == "1 passed, 2 failed"
 
 
@@ -204,7 +204,7 @@ def test_a_suite_file_that_does_not_parse_is_an_error_with_its_file_and_line(tmp
     result = run_mlgate("test", str(tmp_path))
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.startswith(f"mlgate: {suite}:9: line 9, column 1: invalid YAML: ")
+    assert result.stderr.startswith(f"mlgate: {suite}:9: column 1: invalid YAML: ")
 
 
 def test_a_broken_file_beside_a_passing_suite_fails_the_run(tmp_path: Path) -> None:
@@ -212,7 +212,7 @@ def test_a_broken_file_beside_a_passing_suite_fails_the_run(tmp_path: Path) -> N
     broken = suite_dir(tmp_path / "broken", SUITE.replace("{name: gpu}", "{name: gpu"))
     result = run_mlgate("test", str(tmp_path))
     assert result.returncode == 2
-    assert result.stderr.startswith(f"mlgate: {broken}:4: line 4, column ")
+    assert result.stderr.startswith(f"mlgate: {broken}:4: column ")
 
 
 def test_an_expectation_naming_a_rule_its_policy_lacks_fails(tmp_path: Path) -> None:
