@@ -1,4 +1,4 @@
-"""The documented install produces what the documented walkthrough reads (docs/cluster.md): `kubectl apply -k manifests/` on a
+"""The documented install produces what the walkthrough in docs/cluster.md reads: `kubectl apply -k manifests/` on a
 control plane of its own without any CRD (as a fresh cluster), then the audit started from the test with the
 arguments of manifests/audit/deployment.yaml, as its ServiceAccount (a token kubeconfig stands in for
 --in-cluster, so the shipped RBAC is what is tested). A 12-GPU Job stored in team-a (no webhook runs, so it is
