@@ -1,8 +1,8 @@
 """The documented .pre-commit-config.yaml snippet (docs/cli.md), run with the real pre-commit (from PyPI, in the
 dev extra): its `rev` is a commit of this repository (there are no tags yet), and the hook it names installs there
 and judges a good and a bad manifest, through `pre-commit try-repo` and through the snippet itself with this
-checkout as the repository. pre-commit builds the hook's environment as a user's would: a virtualenv with this repository
-pip-installed at `rev` (its dependencies from the package index), kept in a PRE_COMMIT_HOME of the module."""
+checkout as the repository. pre-commit builds the hook's environment as a user's would: a virtualenv with this
+repository pip-installed at `rev` (its dependencies from the package index), kept in a PRE_COMMIT_HOME of the module."""
 
 from __future__ import annotations
 
