@@ -23,11 +23,15 @@ from mlgate.cli.namespaces import DEFAULT_NAMESPACE, evaluate_in_namespace
 from mlgate.engine import PolicySet
 from mlgate.loading.builtin_schemas import BuiltinSchemas
 from mlgate.loading.documents import Document, expand, read_documents
+from mlgate.loading.exceptions import compile_exception, exceptions_against
+from mlgate.loading.policies import LoadError, check_policy_object
 from mlgate.loading.schemas import SchemaCatalog, Violation
 from mlgate.model import pointer
-from mlgate.model.exceptions import NO_EXCEPTIONS, Exceptions
+from mlgate.model.exceptions import EXCEPTION_KIND, NO_EXCEPTIONS, Exceptions
 from mlgate.model.facts import ClusterFacts
+from mlgate.model.kinds import WORKLOAD_KIND_KINDS
 from mlgate.model.namespaces import in_namespace
+from mlgate.model.policy import API_VERSION, POLICY_KINDS
 from mlgate.model.results import PRE_EXISTING, Action, Decision, Finding, Line, Outcome, RuleResult, rfc3339
 
 GC_THRESHOLD = 200_000
@@ -207,6 +211,12 @@ def _review_object(document: Document, obj: Any, settings: Settings, *, item: in
     refused = _refusals(obj, settings)
     if refused is not None:
         _add_schema_results(record, document, refused, prefix)
+    policy_errors = _policy_refusals(obj, settings.policies)
+    if policy_errors:
+        record.violations[:0] = [Item("mlgate", "load", "deny", prefix + (e.pointer or ""), f"invalid {record.kind}",
+                                      e.message, line=document.line_of(prefix + (e.pointer or "")))
+                                 for e in policy_errors]
+        record.status = "denied"
     unstored = refused is not None and bool(refused.violations)  # refused before admission changes it: no patch
     record.patch = [] if unstored else decision.patch
     if settings.keep_mutated:
@@ -230,6 +240,22 @@ def _refusals(obj: dict[str, Any], settings: Settings) -> Refusals | None:
         return Refusals("crd", verdict.violations, verdict.unchecked)
     found = settings.builtins.check(obj) if settings.builtins is not None else None
     return None if found is None else Refusals("kubernetes", found, [])
+
+
+def _policy_refusals(obj: dict[str, Any], policies: PolicySet) -> list[LoadError]:
+    """What the webhook refuses at `kubectl apply` of an MLPolicy, ClusterMLPolicy, (Cluster)WorkloadKind or
+    MLPolicyException among the inputs, by the loader's own checks (webhook/review.py, `_admit_policy`): a policy
+    repository's CI fails where the cluster would. An exception is held against the policies loaded here only when
+    it names one of them; which others are in force is the cluster's to say."""
+    if obj.get("apiVersion") != API_VERSION:
+        return []
+    if obj.get("kind") == EXCEPTION_KIND:
+        exception, errors = compile_exception(obj, "")
+        named = [p for p in policies.policies if exception is not None and exception.names_policy(p.key)]
+        return errors if exception is None else exceptions_against(exception, named) if named else []
+    if obj.get("kind") in (*POLICY_KINDS, *WORKLOAD_KIND_KINDS):
+        return check_policy_object(obj)
+    return []
 
 
 def _not_an_object(obj: Any) -> str:

@@ -9,9 +9,9 @@ schemas of the pinned Kubernetes version (tools/control-plane/VERSION), which ku
 - **invalid type**: an object, list, string, integer, number or boolean where the type says another
   (k8s.io/apimachinery's json decoding; a whole float such as 2.0 reaches the server as 2, since kubectl's YAML to
   JSON writes it so). A null is the field's zero value, as Go decodes it, and is never refused here;
-- **unknown field**: kubectl asks for `fieldValidation=Strict` by default (`kubectl apply --validate=strict`, the
-  default since v1.27: kubernetes/kubectl pkg/cmd/util/helpers.go, `GetValidationDirective`), and the API server
-  then refuses unknown and duplicate fields; without it they would be dropped with a warning. Objects without
+- **unknown field**: kubectl asks for `fieldValidation=Strict` unless told otherwise (`--validate=strict` by
+  default: kubernetes/kubectl pkg/cmd/util/helpers.go, `AddValidateFlags`, `GetValidationDirective`), and the API
+  server then refuses unknown and duplicate fields; with `warn` it would drop them and warn. Objects without
   properties (RawExtension, FieldsV1) take any field;
 - **required value**: a field the schema marks `required` (Container.name, PodSpec.containers, JobSpec.template,
   DeploymentSpec.selector...) missing or null; these come from the Go types' non-optional fields, and the API
