@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +187,22 @@ def test_a_policy_test_resource_the_api_server_refuses_stops_the_suite_at_its_li
     with pytest.raises(SuiteError, match=r"pods\.yaml:5: resource Pod/p: the API server refuses it: invalid type: "
                                          r"/spec/containers"):
         run_suites([str(tmp_path / "suite.yaml")])
+
+
+def test_the_light_install_refuses_malformed_built_in_objects_without_the_schema_extra(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from mlgate.cli.main import cli
+
+    for module in ("jsonschema", "celpy"):
+        monkeypatch.setitem(sys.modules, module, None)  # import fails, find_spec says absent: the light install
+    result = CliRunner().invoke(cli, ["validate", "-q", str(ROOT / "tests" / "cli" / "builtins" / "malformed.yaml")])
+    assert result.exit_code == 1, result.output
+    assert "CRD schemas not checked: jsonschema comes with mlgate[schema]" in result.output
+    assert result.output.count("DENY [kubernetes/schema]") == 13
+
+
+def test_the_wheel_carries_the_schemas() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert DATA.name in config["package-data"]["mlgate.loading"]
