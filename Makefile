@@ -73,6 +73,7 @@ bench: setup
 	$(BIN)/python bench/validate_bench.py
 	$(BIN)/python bench/kinds_bench.py
 	$(BIN)/python bench/schema_bench.py
+	$(BIN)/python bench/builtin_schema_bench.py
 
 bench-webhook: setup
 	$(BIN)/python bench/webhook_bench.py

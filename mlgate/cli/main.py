@@ -389,6 +389,7 @@ def _review(
     crds: Sequence[str] | None = None, exceptions: Sequence[str] = (),
 ) -> Iterator[Record]:
     from mlgate.cli.review import Settings, review
+    from mlgate.loading.builtin_schemas import shipped
     from mlgate.loading.documents import InputError
 
     _one_line_logs()
@@ -398,7 +399,7 @@ def _review(
     schemas = load_schemas(crds) if crds is not None else None  # None: `mutate` prints, it does not judge schemas
     policies = load_policies(policy_paths)
     excepted = exceptions_cli.load_exceptions(exceptions, policies)  # judged at this instant, for the whole run
-    settings = Settings(policies, facts, namespace, keep_mutated, schemas, exceptions=excepted)
+    settings = Settings(policies, facts, namespace, keep_mutated, schemas, exceptions=excepted, builtins=shipped())
     try:
         for record in review(paths, settings, jobs=jobs, render=render):
             if record.error and echo_errors:

@@ -17,16 +17,21 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
-from typing import Any
+from typing import Any, NamedTuple
 
 from mlgate.cli.namespaces import DEFAULT_NAMESPACE, evaluate_in_namespace
 from mlgate.engine import PolicySet
+from mlgate.loading.builtin_schemas import BuiltinSchemas
 from mlgate.loading.documents import Document, expand, read_documents
-from mlgate.loading.schemas import SchemaCatalog
+from mlgate.loading.exceptions import compile_exception, exceptions_against
+from mlgate.loading.policies import LoadError, check_policy_object
+from mlgate.loading.schemas import SchemaCatalog, Violation
 from mlgate.model import pointer
-from mlgate.model.exceptions import NO_EXCEPTIONS, Exceptions
+from mlgate.model.exceptions import EXCEPTION_KIND, NO_EXCEPTIONS, Exceptions
 from mlgate.model.facts import ClusterFacts
+from mlgate.model.kinds import WORKLOAD_KIND_KINDS
 from mlgate.model.namespaces import in_namespace
+from mlgate.model.policy import API_VERSION, POLICY_KINDS
 from mlgate.model.results import PRE_EXISTING, Action, Decision, Finding, Line, Outcome, RuleResult, rfc3339
 
 GC_THRESHOLD = 200_000
@@ -44,6 +49,7 @@ class Settings:
     keep_mutated: bool = False
     schemas: SchemaCatalog | None = None  # CRD schemas the objects of their kinds must pass first
     exceptions: Exceptions = NO_EXCEPTIONS  # --exceptions: MLPolicyExceptions, judged at the run's start
+    builtins: BuiltinSchemas | None = None  # built-in kinds' schemas: what the API server would not even decode
 
 
 @dataclass
@@ -202,12 +208,54 @@ def _review_object(document: Document, obj: Any, settings: Settings, *, item: in
     record.note, record.notes = decision.note, decision.notes
     record.status = "skipped" if decision.note else ("allowed" if decision.allowed else "denied")
     _add_results(record, document, decision, prefix)
-    if settings.schemas is not None:
-        _add_schema_results(record, document, obj, settings.schemas, prefix)
-    record.patch = decision.patch
+    refused = _refusals(obj, settings)
+    if refused is not None:
+        _add_schema_results(record, document, refused, prefix)
+    policy_errors = _policy_refusals(obj, settings.policies)
+    if policy_errors:
+        record.violations[:0] = [Item("mlgate", "load", "deny", prefix + (e.pointer or ""), f"invalid {record.kind}",
+                                      e.message, line=document.line_of(prefix + (e.pointer or "")))
+                                 for e in policy_errors]
+        record.status = "denied"
+    unstored = refused is not None and bool(refused.violations)  # refused before admission changes it: no patch
+    record.patch = [] if unstored else decision.patch
     if settings.keep_mutated:
-        record.mutated = decision.mutated if decision.mutated is not None else obj
+        record.mutated = obj if unstored or decision.mutated is None else decision.mutated
     return record
+
+
+class Refusals(NamedTuple):
+    """What an object's schema refuses: `source` names the check in reports (crd, kubernetes)."""
+
+    source: str
+    violations: list[Violation]
+    unchecked: list[tuple[str, str]]  # (check, why it was not)
+
+
+def _refusals(obj: dict[str, Any], settings: Settings) -> Refusals | None:
+    """What the schema of the object's kind refuses (its CRD's, else its built-in kind's), or None when no schema
+    here describes the kind."""
+    verdict = settings.schemas.check(obj) if settings.schemas is not None else None
+    if verdict is not None:
+        return Refusals("crd", verdict.violations, verdict.unchecked)
+    found = settings.builtins.check(obj) if settings.builtins is not None else None
+    return None if found is None else Refusals("kubernetes", found, [])
+
+
+def _policy_refusals(obj: dict[str, Any], policies: PolicySet) -> list[LoadError]:
+    """What the webhook refuses at `kubectl apply` of an MLPolicy, ClusterMLPolicy, (Cluster)WorkloadKind or
+    MLPolicyException among the inputs, by the loader's own checks (webhook/review.py, `_admit_policy`): a policy
+    repository's CI fails where the cluster would. An exception is held against the policies loaded here only when
+    it names one of them; which others are in force is the cluster's to say."""
+    if obj.get("apiVersion") != API_VERSION:
+        return []
+    if obj.get("kind") == EXCEPTION_KIND:
+        exception, errors = compile_exception(obj, "")
+        named = [p for p in policies.policies if exception is not None and exception.names_policy(p.key)]
+        return errors if exception is None else exceptions_against(exception, named) if named else []
+    if obj.get("kind") in (*POLICY_KINDS, *WORKLOAD_KIND_KINDS):
+        return check_policy_object(obj)
+    return []
 
 
 def _not_an_object(obj: Any) -> str:
@@ -307,18 +355,15 @@ def _add_results(record: Record, document: Document, decision: Decision, prefix:
     }
 
 
-def _add_schema_results(record: Record, document: Document, obj: dict[str, Any], schemas: SchemaCatalog,
-                        prefix: str) -> None:
-    """What the object's CRD refuses, as `[crd/schema]` and `[crd/cel]` denials ahead of the policies' findings:
-    the API server refuses such an object whatever admission says."""
-    verdict = schemas.check(obj)
-    if verdict is None:
-        return
-    items = [Item("crd", v.check, "deny", prefix + v.path, v.reason, v.detail, v.fix) for v in verdict.violations]
+def _add_schema_results(record: Record, document: Document, refused: Refusals, prefix: str) -> None:
+    """What the object's schema refuses, as `[crd/schema]`, `[crd/cel]` or `[kubernetes/schema]` denials ahead of
+    the policies' findings: the API server refuses such an object whatever admission says."""
+    source = refused.source
+    items = [Item(source, v.check, "deny", prefix + v.path, v.reason, v.detail, v.fix) for v in refused.violations]
     for item in items:
         item.line = document.line_of(item.path)
     record.violations[:0] = items
-    record.unchecked += [Unlooked("crd", check, "deny", reason) for check, reason in verdict.unchecked]
+    record.unchecked += [Unlooked(source, check, "deny", reason) for check, reason in refused.unchecked]
     record.totals["unchecked"] = len(record.unchecked)
     if items:
         record.status = "denied"

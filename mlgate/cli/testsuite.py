@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mlgate.cli.namespaces import DEFAULT_NAMESPACE, evaluate_in_namespace
 from mlgate.engine.patch import diff
+from mlgate.loading.builtin_schemas import shipped
 from mlgate.loading.documents import Document, InputError, expand, read_documents
 from mlgate.loading.policies import PolicyLoadError, describe_validation_error, load_policy_paths
 from mlgate.model.facts import NO_FACTS, ClusterFacts, StaticFacts
@@ -214,6 +215,11 @@ def _resources(base: Path, names: list[str], suite: Path) -> Iterable[tuple[str,
         key = f"{document.data['kind']}/{(document.data.get('metadata') or {}).get('name')}"
         if key in seen:
             raise SuiteError(f"{document.where}: resource {key} appears twice")
+        refused = shipped().check(document.data)
+        if refused:  # a case on an object the API server never admits would test nothing
+            first = refused[0]
+            raise SuiteError(f"{document.source}:{document.line_of(first.path)}: resource {key}: the API server "
+                             f"refuses it: {first.reason}: {first.path}: {first.detail}")
         seen.add(key)
         yield key, document.data
 

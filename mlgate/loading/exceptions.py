@@ -60,7 +60,7 @@ def compile_exception(
     lines = dict(lines or {})
 
     def err(ptr: str, message: str) -> LoadError:
-        return LoadError(source, line_for(lines, ptr), _dotted(ptr), message)
+        return LoadError(source, line_for(lines, ptr), _dotted(ptr), message, ptr)
 
     if not isinstance(value, dict):
         return None, [err("", f"an exception must be a mapping, not a {type(value).__name__}")]
@@ -105,7 +105,7 @@ def exceptions_against(exception: PolicyException, policies: Sequence[Policy],
     lines = dict(lines or {})
 
     def err(ptr: str, message: str) -> LoadError:
-        return LoadError(exception.source, line_for(lines, ptr), _dotted(ptr), message)
+        return LoadError(exception.source, line_for(lines, ptr), _dotted(ptr), message, ptr)
 
     policy = next((p for p in policies if exception.names_policy(p.key)), None)
     if policy is None:

@@ -40,6 +40,7 @@ class LoadError:
     line: int | None
     field: str  # dotted path, e.g. spec.rules[0].params.perContainer
     message: str
+    pointer: str | None = None  # the same field as a JSON pointer into the document, where there is one
 
     @property
     def detail(self) -> str:
@@ -147,7 +148,7 @@ def compile_kind(
     lines = dict(lines or {})
 
     def err(ptr: str, message: str) -> LoadError:
-        return LoadError(source, line_for(lines, ptr), _dotted(ptr), message)
+        return LoadError(source, line_for(lines, ptr), _dotted(ptr), message, ptr)
 
     try:
         document = WorkloadKindDocument.model_validate(value)
@@ -178,7 +179,7 @@ def compile_policy(
     lines = dict(lines or {})
 
     def err(ptr: str, message: str) -> LoadError:
-        return LoadError(source, line_for(lines, ptr), _dotted(ptr), message)
+        return LoadError(source, line_for(lines, ptr), _dotted(ptr), message, ptr)
 
     if not isinstance(value, dict):
         return None, [err("", f"a policy must be a mapping, not a {type(value).__name__}")]

@@ -60,6 +60,8 @@ CASES = {
                                             f"{NAMESPACES}/no-namespace.yaml"],
     "policy-empty-dir": ["validate", "-p", "tests/cli/policies-empty", f"{INPUTS}/ok-pod.yaml"],
     "validate-crd-refusals": ["validate", "-q", "tests/cli/crds/trainingjobs.yaml"],
+    "validate-builtin-refusals": ["validate", "-q", "tests/cli/builtins/malformed.yaml"],
+    "validate-policy-documents": ["validate", "tests/cli/policy-documents"],
 }
 EXPECTED_EXIT = {
     "validate-allowed": 0, "validate-denied": 1, "validate-mutated": 0, "validate-bad-documents": 2,
@@ -71,6 +73,7 @@ EXPECTED_EXIT = {
     "validate-levels": 1, "validate-levels-json": 1, "validate-levels-quiet": 2, "validate-warnings-json": 0,
     "validate-warn-exit-code": 3, "validate-unchecked": 0, "validate-unchecked-json": 0, "validate-no-manifests": 2,
     "validate-no-manifests-allowed": 0, "mutate-bad-documents": 2, "validate-crd-refusals": 1,
+    "validate-builtin-refusals": 1, "validate-policy-documents": 1,
 }
 # The text report as a terminal shows it: `--color always` stands in for a TTY, and click's own `color=True`
 # (an embedder's choice) does too.
