@@ -97,7 +97,7 @@ def _rest(kubeconfig: str | None) -> tuple[Rest, str]:
 @contextlib.contextmanager
 def _answering(server: str) -> Iterator[None]:
     """An API server that gives no answer ends the command: one line naming it, exit 2, no traceback."""
-    from mlgate.cli.main import fail
+    from mlgate.cli.common import fail
     from mlgate.kube.reach import cannot_reach, unreachable
 
     try:

@@ -20,7 +20,7 @@ from mlgate.model.results import unchecked_text
 from mlgate.rules.registry import catalog
 
 if TYPE_CHECKING:
-    from mlgate.cli.testsuite import CaseOutcome
+    from mlgate.cli.outcomes import CaseOutcome
 
 RULES_DOC = "rules.md"  # under the docs URL; one anchor per rule id
 # Where docs/ is published: the repository's own docs/ folder where it is hosted (OWNER as in the README's

@@ -66,7 +66,7 @@ def list_command(exception_paths: tuple[str, ...], policy_paths: tuple[str, ...]
     narrowed, until when, and why; expired ones are flagged (they no longer apply)."""
     import json
 
-    from mlgate.cli.main import load_policies
+    from mlgate.cli.common import load_policies
 
     policies = load_policies(policy_paths).policies if policy_paths else None
     now = datetime.now(UTC)

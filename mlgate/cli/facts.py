@@ -46,7 +46,7 @@ def cluster_review(options: dict[str, Any], *, paths: Sequence[str], facts: str 
                    render: Render | None, exception_paths: Sequence[str] = ()) -> Iterator[Record] | None:
     """`validate`'s records for the stored objects with --cluster; None without it (the files are judged).
     Exit 2 when --cluster meets what it excludes, or its options come without it."""
-    from mlgate.cli.main import fail
+    from mlgate.cli.common import fail
 
     cluster = bool(options.get("cluster"))
     given = [f"--{name.replace('_', '-')}" for name in ("kubeconfig", "context", "all_namespaces")
@@ -77,12 +77,12 @@ def _review_cluster(*, policy_paths: Sequence[str], crd_paths: Sequence[str], na
                     render: Render | None, exception_paths: Sequence[str] = ()) -> Iterator[Record]:
     """Records for the stored objects; `namespace` None: the context's; "": every namespace (-A)."""
     from mlgate.cli import cluster as live
+    from mlgate.cli.common import fail, load_policies, load_schemas, one_line_logs
     from mlgate.cli.exceptions import load_exceptions
-    from mlgate.cli.main import _one_line_logs, fail, load_policies, load_schemas
     from mlgate.cli.review import Settings
     from mlgate.workloads.catalog import SHIPPED
 
-    _one_line_logs()
+    one_line_logs()
     policies = load_policies(policy_paths)
     schemas = load_schemas(crd_paths)
     connection = _connect(kubeconfig, context)
@@ -104,7 +104,7 @@ def _review_cluster(*, policy_paths: Sequence[str], crd_paths: Sequence[str], na
 
 def _connect(kubeconfig: str | None, context: str | None) -> Connection:
     from mlgate.cli import cluster as live
-    from mlgate.cli.main import fail
+    from mlgate.cli.common import fail
 
     missing = live.missing_client()
     if missing is not None:
@@ -137,7 +137,7 @@ def dump(kubeconfig: str | None, context: str | None, output: str) -> None:
     their labels, claims, volumes, storage classes, nodes, quotas, limit ranges, priority classes, Trainer
     runtimes. `validate --facts FILE` then judges as `validate --cluster` did. Only reads the cluster."""
     from mlgate.cli import cluster as live
-    from mlgate.cli.main import fail
+    from mlgate.cli.common import fail
 
     connection = _connect(kubeconfig, context)
     try:

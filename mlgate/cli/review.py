@@ -25,7 +25,8 @@ from mlgate.loading.builtin_schemas import BuiltinSchemas
 from mlgate.loading.documents import Document, expand, read_documents
 from mlgate.loading.exceptions import compile_exception, exceptions_against
 from mlgate.loading.policies import LoadError, check_policy_object
-from mlgate.loading.schemas import SchemaCatalog, Violation
+from mlgate.loading.schemas import SchemaCatalog
+from mlgate.loading.violations import Violation
 from mlgate.model import pointer
 from mlgate.model.exceptions import EXCEPTION_KIND, NO_EXCEPTIONS, Exceptions
 from mlgate.model.facts import ClusterFacts

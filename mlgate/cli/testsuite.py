@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mlgate.cli.namespaces import DEFAULT_NAMESPACE, evaluate_in_namespace
+from mlgate.cli.outcomes import CaseOutcome
 from mlgate.engine.patch import diff
 from mlgate.loading.builtin_schemas import shipped
 from mlgate.loading.documents import Document, InputError, expand, read_documents
@@ -69,20 +70,6 @@ class Suite(_Strict):
     kind: Literal["PolicyTest"]
     metadata: dict[str, Any]
     spec: SuiteSpec
-
-
-@dataclass(frozen=True)
-class CaseOutcome:
-    suite: str
-    policy: str
-    rule: str
-    resource: str
-    expected: str
-    actual: str
-    passed: bool
-    detail: str = ""
-    file: str = ""  # the suite file, and the line of the expectation in it
-    line: int = 0
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from mlgate.loading.schemas import Violation
+from mlgate.loading.violations import Violation
 from mlgate.model import pointer
 
 DATA = Path(__file__).with_name("kube_openapi.json")

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from mlgate.loading.schemas import Violation
+from mlgate.loading.violations import Violation
 from mlgate.model import pointer
 
 # the CEL `reason` of a rule, as the API server's error types (apiextensions `ValidationRule.reason`)

@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from mlgate.loading.documents import InputError, expand
+from mlgate.loading.violations import Violation
 from mlgate.model import pointer
 
 CRD_KIND = "CustomResourceDefinition"
@@ -48,17 +49,6 @@ OBJECT_META = frozenset({
 # customresource strategy, `hasBlockingErr`): the values may not have the types the rules were compiled for
 BLOCKING = frozenset({"unsupported value", "required value", "too long", "too many", "invalid type"})
 CEL_BLOCKED = "the CEL rules, until the schema errors are fixed (the API server checks them only then)"
-
-
-@dataclass(frozen=True, slots=True)
-class Violation:
-    """One refusal: `check` is "schema" or "cel"; `reason` the API server's error type, lower case."""
-
-    check: str
-    path: str
-    reason: str
-    detail: str
-    fix: str = ""
 
 
 @dataclass

@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 from mlgate.cli.main import cli
 from mlgate.loading import schemas
-from mlgate.loading.schemas import CEL_BLOCKED, SchemaCatalog, Violation, default_crd_dir
+from mlgate.loading.schemas import CEL_BLOCKED, SchemaCatalog, default_crd_dir
+from mlgate.loading.violations import Violation
 
 ROOT = Path(__file__).resolve().parents[2]
 E2E_CRDS = ROOT / "tests" / "e2e_crds"
