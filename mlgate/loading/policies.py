@@ -18,6 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from mlgate.engine.policyset import Binding, KindRef, Policy, PolicySet
+from mlgate.loading.cel_policies import compile_cel, validation_ids
 from mlgate.loading.documents import InputError, document_chunks, expand
 from mlgate.loading.linemap import compose_with_lines, line_for
 from mlgate.model import pointer
@@ -209,11 +210,12 @@ def compile_policy(
             )
             continue
         bindings.append(Binding(spec, params, binding.action))
+    bindings += compile_cel(document.spec, lambda ptr, message: errors.append(err(ptr, message)))
     errors += [err(f"/spec/gpuResources/{i}", f"{r!r} is not a resource name or a shell pattern of one "
                    "(e.g. example.com/npu, example.com/npu-*)")
                for i, r in enumerate(document.spec.gpuResources) if not _RESOURCE_PATTERN.match(r)]
     allowed = document.spec.allowExceptions
-    bound = {b.rule for b in document.spec.rules}
+    bound = {b.rule for b in document.spec.rules} | set(validation_ids(document.spec))
     if isinstance(allowed, list):
         errors += [err(f"/spec/allowExceptions/{i}", f"{r!r} is not a rule of this policy; one of: "
                        f"{', '.join(sorted(bound))}") for i, r in enumerate(allowed) if r not in bound]

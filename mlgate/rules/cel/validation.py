@@ -1,0 +1,214 @@
+"""MLPolicy `validations` as checks the engine runs like any rule (docs/authoring.md).
+
+A policy's CEL parts compile once, at load, into a `CelProgram` (its matchConditions, variables and params) and
+one `CelValidation` per validation, each bound into the policy as a `Binding` whose check is `CelValidation.check`.
+So the engine needs nothing new: every validation gives a RuleResult with the usual five outcomes, exceptions
+name it by its id, and failurePolicy decides the ones that err.
+
+Per evaluation, what a policy's validations share is worked out once and kept in `Workload.memo`: the matchConditions'
+verdict, and each variable, evaluated lazily (only those an expression names, each at most once), as VAP does.
+Between expressions the deadline is checked; inside one, cel-cpp's comprehension budget (10,000 iterations) bounds it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from mlgate.model import pointer
+from mlgate.model.results import Finding, Skipped, Unevaluable
+from mlgate.model.workload import PodTemplate, Workload
+from mlgate.rules.cel import env
+from mlgate.rules.cel.view import namespace_object, request_view, template_view, workload_view
+from mlgate.rules.common import container_label
+from mlgate.rules.registry import CheckResult, Context, NoParams
+
+ForEach = Literal["object", "template", "container"]
+_VARIABLE_REF = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")
+_ROOT_REF = re.compile(r"\b(" + "|".join(env.ROOTS) + r")\b")
+# one step of a fieldPath, as in CRD validation rules: `.name`, `['name']` or `[0]`
+_FIELD_STEP = re.compile(r"\.?([A-Za-z_$][A-Za-z0-9_$-]*)|\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]")
+
+
+@dataclass(frozen=True)
+class Expression:
+    """A compiled expression and what it reads: the roots to bind and the variables to work out first."""
+
+    text: str
+    program: Any
+    roots: frozenset[str]
+    variables: tuple[str, ...]
+
+    @classmethod
+    def compile(cls, text: str, returns: tuple[str, ...] = ()) -> Expression:
+        program = env.compile_expression(text, returns) if env.available() else None
+        return cls(text, program, frozenset(_ROOT_REF.findall(text)), tuple(dict.fromkeys(_VARIABLE_REF.findall(text))))
+
+
+@dataclass(frozen=True)
+class CelProgram:
+    """A policy's shared CEL parts."""
+
+    conditions: tuple[tuple[str, Expression], ...] = ()
+    variables: dict[str, Expression] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"cel:{id(self)}"
+
+
+@dataclass(frozen=True)
+class CelValidation:
+    id: str
+    program: CelProgram
+    expression: Expression
+    message: str
+    message_expression: Expression | None = None
+    for_each: ForEach = "object"
+    field_path: tuple[str | int, ...] = ()
+
+    def check(self, workload: Workload, params: NoParams, context: Context) -> CheckResult:
+        if not env.available():
+            return Skipped(f"CEL validations cannot be checked: {env.INSTALL_HINT}", looked=False)
+        state = _state(self.program, workload, context)
+        if (refusal := state.applies()) is not None:
+            return refusal
+        findings: list[Finding] = []
+        for template, where, extra in self._subjects(workload):
+            if context.deadline is not None and time.monotonic() > context.deadline:
+                return Unevaluable("the evaluation passed its deadline")
+            verdict, error = state.evaluate(self.expression, extra)
+            if error is not None:
+                return Unevaluable(f"{self.id}: {error}")
+            if verdict is not True:
+                if verdict is not False:
+                    return Unevaluable(f"{self.id}: the expression gave {verdict!r}, not a bool")
+                findings.append(Finding(self._path(workload, template, where), self._message(state, extra),
+                                        self._detail(workload, template, where)))
+        return iter(findings)
+
+    def _subjects(self, workload: Workload) -> Iterator[tuple[PodTemplate | None, tuple[str, int] | None,
+                                                               dict[str, Any]]]:
+        if self.for_each == "object":
+            yield None, None, {}
+            return
+        for template in workload.templates:
+            view = template_view(template)
+            if self.for_each == "template":
+                yield template, None, {"template": view}
+                continue
+            for key, index, container in template.containers():
+                yield template, (key, index), {"template": view, "container": container}
+
+    def _path(self, workload: Workload, template: PodTemplate | None, where: tuple[str, int] | None) -> str:
+        tokens = self.field_path
+        if template is None:
+            return pointer.join("", *tokens)
+        if where is not None:
+            return template.path(*where, *tokens)
+        if tokens and tokens[0] == "metadata":
+            return pointer.join(template.meta_pointer, *tokens[1:])
+        return template.path(*tokens[1:]) if tokens and tokens[0] == "spec" else template.path(*tokens)
+
+    def _message(self, state: _State, extra: dict[str, Any]) -> str:
+        if self.message_expression is not None:
+            text, error = state.evaluate(self.message_expression, extra)
+            if error is None and isinstance(text, str) and text.strip():
+                return text.strip()  # as VAP: an empty or failing messageExpression falls back to message
+        return self.message or f"failed expression: {self.expression.text}"
+
+    @staticmethod
+    def _detail(workload: Workload, template: PodTemplate | None, where: tuple[str, int] | None) -> str:
+        if template is None:
+            return f"{workload.kind} {workload.name!r}"
+        pods = "the pod" if template.role == "pod" else f"{template.role} pods"
+        if where is None:
+            return pods
+        container = template.containers()[[(k, i) for k, i, _ in template.containers()].index(where)][2]
+        return f"{container_label(where[0], container)} of {pods}"
+
+
+def parse_field_path(text: str) -> tuple[str | int, ...] | None:
+    """`.spec.containers[0]['a.b']` as tokens; None if it is not a field path."""
+    tokens: list[str | int] = []
+    at = 0
+    while at < len(text):
+        step = _FIELD_STEP.match(text, at)
+        if step is None or step.end() == at:
+            return None
+        name, quoted, index = step.groups()
+        tokens.append(int(index) if index is not None else quoted.replace("\\'", "'") if quoted is not None else name)
+        at = step.end()
+    return tuple(tokens)
+
+
+class _State:
+    """One policy's CEL work on one workload: its base variables, its variables' values, its matchConditions."""
+
+    def __init__(self, program: CelProgram, workload: Workload, context: Context) -> None:
+        self.program, self.workload, self.context = program, workload, context
+        self.base: dict[str, Any] = {}
+        self.values: dict[str, tuple[Any, str | None]] = {}
+        self.verdict: Skipped | Unevaluable | Literal[False] | None = False  # False: not yet worked out
+
+    def applies(self) -> Skipped | Unevaluable | None:
+        if self.verdict is False:
+            self.verdict = None
+            for name, condition in self.program.conditions:
+                value, error = self.evaluate(condition, {})
+                if error is not None:
+                    self.verdict = Unevaluable(f"matchCondition {name}: {error}")
+                    break
+                if value is not True:
+                    self.verdict = Skipped(f"matchCondition {name} is false")
+                    break
+        return self.verdict
+
+    def evaluate(self, expression: Expression, extra: dict[str, Any]) -> tuple[Any, str | None]:
+        data = {root: extra[root] if root in extra else self._root(root) for root in expression.roots
+                if root != "variables"}
+        if expression.variables:
+            values = {}
+            for name in expression.variables:
+                value, error = self._variable(name, extra)
+                if error is not None:
+                    return None, f"variable {name}: {error}"
+                values[name] = value
+            data["variables"] = values
+        for root in ("template", "container"):
+            if root in expression.roots and root not in extra:
+                return None, f"{root} is set only in validations with forEach: {root}"
+        return env.run(expression.program, data)
+
+    def _variable(self, name: str, extra: dict[str, Any]) -> tuple[Any, str | None]:
+        if name not in self.values:
+            expression = self.program.variables[name]
+            # a variable reads the object as a whole, never one template or container: those are forEach's own
+            self.values[name] = self.evaluate(expression, {})
+        return self.values[name]
+
+    def _root(self, root: str) -> Any:
+        if root not in self.base:
+            workload, context = self.workload, self.context
+            makers: dict[str, Callable[[], Any]] = {
+                "object": lambda: workload.obj,
+                "oldObject": lambda: workload.old_obj,
+                "request": lambda: request_view(workload, context.operation),
+                "namespaceObject": lambda: namespace_object(workload.namespace, context.facts),
+                "params": lambda: self.program.params,
+                "workload": lambda: workload_view(workload, context.gpus),
+            }
+            self.base[root] = makers[root]() if root in makers else None
+        return self.base[root]
+
+
+def _state(program: CelProgram, workload: Workload, context: Context) -> _State:
+    """The policy's state for this workload, made by its first validation and shared by the rest."""
+    state = workload.memo.get(program.key)
+    if not isinstance(state, _State) or state.context.gpus is not context.gpus:
+        state = workload.memo[program.key] = _State(program, workload, context)
+    return state
