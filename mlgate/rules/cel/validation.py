@@ -106,8 +106,8 @@ class CelValidation:
 
     def _path(self, workload: Workload, template: PodTemplate | None, where: tuple[str, int] | None) -> str:
         tokens = self.field_path
-        if template is None:
-            return pointer.join("", *tokens)
+        if template is None:  # the object's metadata names it, so a finding about all of it points there
+            return pointer.join("", *tokens) if tokens else "/metadata"
         if where is not None:
             return template.path(*where, *tokens)
         if tokens and tokens[0] == "metadata":
