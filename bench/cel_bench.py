@@ -9,6 +9,10 @@ Candidates (each timed only when installed; `pip install cel-expr-python common-
 
 Each request builds a new object (as a webhook does), converts it for the library (inside the timed part), and
 evaluates every rule once. It prints microseconds per rule and per request, and a feature line per library.
+
+With --engine it also times `mlgate.engine.evaluate` on the same PyTorchJob with the shipped policies, and
+with the shipped policies plus the 20 validations of bench/cel_house_rules.yaml: the cost per review and per
+expression beside the built-in rules (target: 20 add at most 50% to a review).
 It checks nothing: mlgate's choice (cel-expr-python, see pyproject.toml's `cel` extra) is recorded beside it.
 """
 
@@ -110,10 +114,41 @@ CANDIDATES = {
 }
 
 
+def engine_costs(requests: int) -> None:
+    from mlgate.engine import evaluate
+    from mlgate.loading.policies import default_policy_dir, load_policy_paths
+
+    house = Path(__file__).parent / "cel_house_rules.yaml"
+    template = pytorchjob(2750)
+    shipped = load_policy_paths([default_policy_dir()])
+    both = load_policy_paths([default_policy_dir(), house])
+    built_in = sum(1 for p in shipped.policies for b in p.bindings if b.rule.check is not None)
+    added = len(both.policies[-1].bindings) if both.policies[-1].name == "house-rules" else \
+        next(len(p.bindings) for p in both.policies if p.name == "house-rules")
+    timings = {}
+    for label, policies in (("shipped", shipped), ("shipped + CEL", both)):
+        objects = [copy.deepcopy(template) for _ in range(requests)]
+        evaluate(objects[0], policies)
+        start = time.perf_counter()
+        for obj in objects:
+            evaluate(obj, policies)
+        timings[label] = (time.perf_counter() - start) / requests * 1e6
+    extra = timings["shipped + CEL"] - timings["shipped"]
+    print(f"mlgate.engine.evaluate on the same PyTorchJob (3 pods), {requests} reviews:")
+    print(f"  shipped policies ({built_in} checks)        {timings['shipped']:9.1f} µs/review "
+          f"({timings['shipped'] / built_in:6.1f} µs/check)")
+    print(f"  + {added} CEL validations (5 per template, 6 per container; 2 templates) "
+          f"{timings['shipped + CEL']:9.1f} µs/review, +{extra / timings['shipped'] * 100:.0f}% "
+          f"({extra / added:6.1f} µs/validation)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--engine", action="store_true", help="also time mlgate.engine.evaluate with 20 validations")
     args = parser.parse_args()
+    if args.engine:
+        engine_costs(max(args.requests // 4, 100))
     template = pytorchjob(2750)  # a 2.1 KB object inside its 2.7 KB review
     print(f"{len(RULES)} rules over a {len(json.dumps(template))}-byte PyTorchJob, {args.requests} requests,"
           " a fresh object per request, conversion included")

@@ -98,16 +98,17 @@ def test_the_workload_view_counts_pods_and_gpus_as_the_built_in_rules_do():
     assert outcomes == dict.fromkeys(("pods", "per-job", "per-pod", "roles", "identity"), Outcome.PASS)
 
 
-def test_variables_are_evaluated_once_and_only_when_an_expression_names_them():
+def test_a_variable_that_errs_fails_only_the_expressions_that_name_it():
     policies = cel_policy(
         {"name": "uses", "expression": "variables.team == 'a'"},
         {"name": "again", "expression": "variables.team == 'a' && variables.team.size() == 1"},
+        {"name": "names-broken", "expression": "variables.broken"},
         variables=[{"name": "team", "expression": "object.metadata.labels.team"},
                    {"name": "broken", "expression": "object.metadata.nothing.here == 1"}],
     )
     labelled = change(pytorchjob(), "/metadata/labels", {"team": "a"})
-    assert {r: v.outcome for r, v in results(labelled, policies).items()} == {"uses": Outcome.PASS,
-                                                                              "again": Outcome.PASS}
+    outcomes = {r: v.outcome for r, v in results(labelled, policies).items()}
+    assert outcomes == {"uses": Outcome.PASS, "again": Outcome.PASS, "names-broken": Outcome.ERROR}
 
 
 def test_a_false_match_condition_skips_the_validations():

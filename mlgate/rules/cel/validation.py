@@ -6,7 +6,9 @@ So the engine needs nothing new: every validation gives a RuleResult with the us
 name it by its id, and failurePolicy decides the ones that err.
 
 Per evaluation, what a policy's validations share is worked out once and kept in `Workload.memo`: the matchConditions'
-verdict, and each variable, evaluated lazily (only those an expression names, each at most once), as VAP does.
+verdict, the activations (the object is converted for CEL once per activation, not once per expression), and the
+variables: each evaluated at most once, when the first expression that names a variable runs; one that errs fails
+only the expressions that name it, as in VAP.
 Between expressions the deadline is checked; inside one, cel-cpp's comprehension budget (10,000 iterations) bounds it.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -81,13 +83,14 @@ class CelValidation:
         for template, where, extra in self._subjects(workload):
             if context.deadline is not None and time.monotonic() > context.deadline:
                 return Unevaluable("the evaluation passed its deadline")
-            verdict, error = state.evaluate(self.expression, extra)
+            key = (id(template), where)
+            verdict, error = state.evaluate(self.expression, key, extra)
             if error is not None:
                 return Unevaluable(f"{self.id}: {error}")
             if verdict is not True:
                 if verdict is not False:
                     return Unevaluable(f"{self.id}: the expression gave {verdict!r}, not a bool")
-                findings.append(Finding(self._path(workload, template, where), self._message(state, extra),
+                findings.append(Finding(self._path(workload, template, where), self._message(state, key, extra),
                                         self._detail(workload, template, where)))
         return iter(findings)
 
@@ -114,9 +117,9 @@ class CelValidation:
             return pointer.join(template.meta_pointer, *tokens[1:])
         return template.path(*tokens[1:]) if tokens and tokens[0] == "spec" else template.path(*tokens)
 
-    def _message(self, state: _State, extra: dict[str, Any]) -> str:
+    def _message(self, state: _State, key: Hashable, extra: dict[str, Any]) -> str:
         if self.message_expression is not None:
-            text, error = state.evaluate(self.message_expression, extra)
+            text, error = state.evaluate(self.message_expression, key, extra)
             if error is None and isinstance(text, str) and text.strip():
                 return text.strip()  # as VAP: an empty or failing messageExpression falls back to message
         return self.message or f"failed expression: {self.expression.text}"
@@ -147,19 +150,21 @@ def parse_field_path(text: str) -> tuple[str | int, ...] | None:
 
 
 class _State:
-    """One policy's CEL work on one workload: its base variables, its variables' values, its matchConditions."""
+    """One policy's CEL work on one workload: its activations, its variables' values, its matchConditions."""
 
     def __init__(self, program: CelProgram, workload: Workload, context: Context) -> None:
         self.program, self.workload, self.context = program, workload, context
-        self.base: dict[str, Any] = {}
-        self.values: dict[str, tuple[Any, str | None]] = {}
+        self.base: dict[str, Any] | None = None
+        self.values: dict[str, Any] | None = None  # every variable's value, once the first is needed
+        self.errors: dict[str, str] = {}
+        self.activations: dict[tuple[Hashable, bool], Any] = {}
         self.verdict: Skipped | Unevaluable | Literal[False] | None = False  # False: not yet worked out
 
     def applies(self) -> Skipped | Unevaluable | None:
         if self.verdict is False:
             self.verdict = None
             for name, condition in self.program.conditions:
-                value, error = self.evaluate(condition, {})
+                value, error = self.evaluate(condition)
                 if error is not None:
                     self.verdict = Unevaluable(f"matchCondition {name}: {error}")
                     break
@@ -168,42 +173,56 @@ class _State:
                     break
         return self.verdict
 
-    def evaluate(self, expression: Expression, extra: dict[str, Any]) -> tuple[Any, str | None]:
-        data = {root: extra[root] if root in extra else self._root(root) for root in expression.roots
-                if root != "variables"}
-        if expression.variables:
-            values = {}
-            for name in expression.variables:
-                value, error = self._variable(name, extra)
-                if error is not None:
-                    return None, f"variable {name}: {error}"
-                values[name] = value
-            data["variables"] = values
+    def evaluate(self, expression: Expression, key: Hashable = None,
+                 extra: dict[str, Any] | None = None) -> tuple[Any, str | None]:
+        """The expression's value over the object, or over one template or container (`key` names it)."""
+        extra = extra or {}
         for root in ("template", "container"):
             if root in expression.roots and root not in extra:
                 return None, f"{root} is set only in validations with forEach: {root}"
-        return env.run(expression.program, data)
+        if expression.variables:
+            self._variables()
+            for name in expression.variables:
+                if name in self.errors:
+                    return None, f"variable {name}: {self.errors[name]}"
+        slot = (key, bool(expression.variables))
+        if slot not in self.activations:
+            data = {**self._base(), **extra}
+            if expression.variables:
+                data["variables"] = self.values
+            self.activations[slot] = env.activation(data)
+        return env.run(expression.program, self.activations[slot])
 
-    def _variable(self, name: str, extra: dict[str, Any]) -> tuple[Any, str | None]:
-        if name not in self.values:
-            expression = self.program.variables[name]
-            # a variable reads the object as a whole, never one template or container: those are forEach's own
-            self.values[name] = self.evaluate(expression, {})
-        return self.values[name]
+    def _variables(self) -> None:
+        """Every variable, in order, each once: one that errs fails only the expressions that name it."""
+        if self.values is not None:
+            return
+        self.values = {}
+        plain = env.activation(self._base())
+        for name, expression in self.program.variables.items():
+            failed = next((n for n in expression.variables if n in self.errors), None)
+            if failed is not None:
+                self.errors[name] = f"variable {failed}: {self.errors[failed]}"
+                continue
+            bound = env.activation({**self._base(), "variables": dict(self.values)}) if expression.variables else plain
+            value, error = env.run(expression.program, bound)
+            if error is not None:
+                self.errors[name] = error
+            else:
+                self.values[name] = value
 
-    def _root(self, root: str) -> Any:
-        if root not in self.base:
+    def _base(self) -> dict[str, Any]:
+        if self.base is None:
             workload, context = self.workload, self.context
-            makers: dict[str, Callable[[], Any]] = {
-                "object": lambda: workload.obj,
-                "oldObject": lambda: workload.old_obj,
-                "request": lambda: request_view(workload, context.operation),
-                "namespaceObject": lambda: namespace_object(workload.namespace, context.facts),
-                "params": lambda: self.program.params,
-                "workload": lambda: workload_view(workload, context.gpus),
+            self.base = {
+                "object": workload.obj,
+                "oldObject": workload.old_obj,
+                "request": request_view(workload, context.operation),
+                "namespaceObject": namespace_object(workload.namespace, context.facts),
+                "params": self.program.params,
+                "workload": workload_view(workload, context.gpus),
             }
-            self.base[root] = makers[root]() if root in makers else None
-        return self.base[root]
+        return self.base
 
 
 def _state(program: CelProgram, workload: Workload, context: Context) -> _State:
