@@ -3,7 +3,7 @@
 Exit codes (stable): 0 everything admitted (warnings allowed), 1 something denied or a test
 failed, 2 a usage, input, parse or policy-load error, an object the engine could not evaluate at all,
 or no manifests at all under the paths given (unless --allow-empty). `validate --warn-exit-code N`
-exits N when something warned and nothing was denied or failed.
+exits N when something warned and nothing was denied or failed, a policy warning included.
 Reports go to stdout, diagnostics to stderr.
 Heavy imports happen inside commands so that `mlgate --version` starts fast.
 """
@@ -38,6 +38,11 @@ def fail(message: str) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
+# what load_policies warned of in this run (a kind no description knows): `validate --warn-exit-code` counts them,
+# so CI can fail on a policy that would silently match nothing
+POLICY_WARNINGS: list[str] = []
+
+
 def load_policies(paths: Sequence[str]) -> PolicySet:
     from mlgate.loading.documents import expand
     from mlgate.loading.policies import PolicyLoadError, default_policy_dir, kind_warnings, load_policy_paths
@@ -56,6 +61,7 @@ def load_policies(paths: Sequence[str]) -> PolicySet:
     if not policies.policies:
         fail(f"policy error: {', '.join(chosen)}: no MLPolicy or ClusterMLPolicy documents")
     for warning in kind_warnings(policies):
+        POLICY_WARNINGS.append(str(warning))
         click.echo(f"mlgate: policy warning: {warning}", err=True)
     return policies
 
@@ -193,7 +199,8 @@ def cli() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Text: only denied and failed objects, and what blocks them.")
 @color_option
 @click.option("--warn-exit-code", type=click.IntRange(min=0, max=255), default=0, show_default=True,
-              help="Exit code when something warned and nothing was denied or failed (CI that fails on warnings).")
+              help="Exit code when something warned and nothing was denied or failed (CI that fails on warnings); "
+                   "a policy warning (a kind no description knows) counts.")
 @allow_empty_option
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
 @facts_cli.cluster_options
@@ -225,7 +232,7 @@ def validate(  # click passes options by name
     if live is None:  # a cluster that stores none of the kinds is an answer, not a typo
         _refuse_empty(counts["documents"], paths, allow_empty)
     code = _exit_code(statuses)
-    sys.exit(warn_exit_code if code == EXIT_OK and counts["warnings"] else code)
+    sys.exit(warn_exit_code if code == EXIT_OK and (counts["warnings"] or POLICY_WARNINGS) else code)
 
 
 @cli.command()

@@ -202,6 +202,11 @@ def compile_policy(
             hint = f"; did you mean {close[0]!r}?" if close else "; `mlgate rules` lists them"
             errors.append(err(base + "/rule", f"unknown rule {binding.rule!r}{hint}"))
             continue
+        if spec.is_mutation and "action" in binding.model_fields_set:
+            # a mutation never denies or warns: an action here would promise what it cannot do
+            errors.append(err(base + "/action", f"{binding.rule} is a mutation, which takes no action "
+                                                "(deny, warn and audit are for checks); remove it"))
+            continue
         try:
             params = spec.params.model_validate(binding.params)
         except ValidationError as exc:
