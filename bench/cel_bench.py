@@ -125,16 +125,21 @@ def engine_costs(requests: int) -> None:
     built_in = sum(1 for p in shipped.policies for b in p.bindings if b.rule.check is not None)
     added = len(both.policies[-1].bindings) if both.policies[-1].name == "house-rules" else \
         next(len(p.bindings) for p in both.policies if p.name == "house-rules")
-    timings = {}
-    for label, policies in (("shipped", shipped), ("shipped + CEL", both)):
-        objects = [copy.deepcopy(template) for _ in range(requests)]
-        evaluate(objects[0], policies)
-        start = time.perf_counter()
-        for obj in objects:
-            evaluate(obj, policies)
-        timings[label] = (time.perf_counter() - start) / requests * 1e6
+    # the two sets in turn, five rounds each, the fastest round kept: a shared machine's noise only adds time
+    timings: dict[str, float] = {}
+    rounds, per_round = 5, max(requests // 5, 20)
+    for _ in range(rounds):
+        for label, policies in (("shipped", shipped), ("shipped + CEL", both)):
+            objects = [copy.deepcopy(template) for _ in range(per_round)]
+            evaluate(objects[0], policies)
+            start = time.perf_counter()
+            for obj in objects:
+                evaluate(obj, policies)
+            took = (time.perf_counter() - start) / per_round * 1e6
+            timings[label] = min(timings.get(label, took), took)
     extra = timings["shipped + CEL"] - timings["shipped"]
-    print(f"mlgate.engine.evaluate on the same PyTorchJob (3 pods), {requests} reviews:")
+    print(f"mlgate.engine.evaluate on the same PyTorchJob (3 pods), the fastest of {rounds} rounds of {per_round} "
+          "reviews:")
     print(f"  shipped policies ({built_in} checks)        {timings['shipped']:9.1f} µs/review "
           f"({timings['shipped'] / built_in:6.1f} µs/check)")
     print(f"  + {added} CEL validations (5 per template, 6 per container; 2 templates) "

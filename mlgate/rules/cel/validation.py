@@ -185,20 +185,23 @@ class _State:
             for name in expression.variables:
                 if name in self.errors:
                     return None, f"variable {name}: {self.errors[name]}"
-        slot = (key, bool(expression.variables))
+        return env.run(expression.program, self._activation(key, bool(expression.variables), extra))
+
+    def _activation(self, key: Hashable, with_variables: bool, extra: dict[str, Any] | None = None) -> Any:
+        slot = (key, with_variables)
         if slot not in self.activations:
-            data = {**self._base(), **extra}
-            if expression.variables:
+            data = {**self._base(), **(extra or {})}
+            if with_variables:
                 data["variables"] = self.values
             self.activations[slot] = env.activation(data)
-        return env.run(expression.program, self.activations[slot])
+        return self.activations[slot]
 
     def _variables(self) -> None:
         """Every variable, in order, each once: one that errs fails only the expressions that name it."""
         if self.values is not None:
             return
         self.values = {}
-        plain = env.activation(self._base())
+        plain = self._activation(None, False)  # the object-scope one, which expressions without variables share
         for name, expression in self.program.variables.items():
             failed = next((n for n in expression.variables if n in self.errors), None)
             if failed is not None:
