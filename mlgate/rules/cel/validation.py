@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import time
+import weakref
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -153,7 +154,9 @@ class _State:
     """One policy's CEL work on one workload: its activations, its variables' values, its matchConditions."""
 
     def __init__(self, program: CelProgram, workload: Workload, context: Context) -> None:
-        self.program, self.workload, self.context = program, workload, context
+        # weakly: the state lives in workload.memo, and a cycle would keep the activations' C++ arenas alive until
+        # the garbage collector's next full pass instead of freeing them with the workload
+        self.program, self.workload, self.context = program, weakref.ref(workload), context
         self.base: dict[str, Any] | None = None
         self.values: dict[str, Any] | None = None  # every variable's value, once the first is needed
         self.errors: dict[str, str] = {}
@@ -216,7 +219,8 @@ class _State:
 
     def _base(self) -> dict[str, Any]:
         if self.base is None:
-            workload, context = self.workload, self.context
+            workload, context = self.workload(), self.context
+            assert workload is not None, "a workload's CEL state outlived it"
             self.base = {
                 "object": workload.obj,
                 "oldObject": workload.old_obj,
