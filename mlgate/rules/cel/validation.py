@@ -87,12 +87,12 @@ class CelValidation:
             key = (id(template), where)
             verdict, error = state.evaluate(self.expression, key, extra)
             if error is not None:
-                return Unevaluable(f"{self.id}: {error}")
+                return Unevaluable(error)
             if verdict is not True:
                 if verdict is not False:
-                    return Unevaluable(f"{self.id}: the expression gave {verdict!r}, not a bool")
+                    return Unevaluable(f"the expression gave {verdict!r}, not a bool")
                 findings.append(Finding(self._path(workload, template, where), self._message(state, key, extra),
-                                        self._detail(workload, template, where)))
+                                        self._detail(workload, template, where, extra.get("container"))))
         return iter(findings)
 
     def _subjects(self, workload: Workload) -> Iterator[tuple[PodTemplate | None, tuple[str, int] | None,
@@ -126,14 +126,12 @@ class CelValidation:
         return self.message or f"failed expression: {self.expression.text}"
 
     @staticmethod
-    def _detail(workload: Workload, template: PodTemplate | None, where: tuple[str, int] | None) -> str:
+    def _detail(workload: Workload, template: PodTemplate | None, where: tuple[str, int] | None,
+                container: dict[str, Any] | None) -> str:
         if template is None:
             return f"{workload.kind} {workload.name!r}"
         pods = "the pod" if template.role == "pod" else f"{template.role} pods"
-        if where is None:
-            return pods
-        container = template.containers()[[(k, i) for k, i, _ in template.containers()].index(where)][2]
-        return f"{container_label(where[0], container)} of {pods}"
+        return pods if where is None or container is None else f"{container_label(where[0], container)} of {pods}"
 
 
 def parse_field_path(text: str) -> tuple[str | int, ...] | None:
