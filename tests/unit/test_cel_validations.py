@@ -200,3 +200,14 @@ def test_without_the_cel_extra_validations_load_and_say_they_could_not_be_checke
     assert result.outcome is Outcome.SKIP
     assert result.unchecked == ("CEL validations cannot be checked: cel-expr-python is not installed "
                                 "(pip install 'mlgate[cel]')",)
+
+
+def test_a_variable_is_evaluated_once_however_many_expressions_name_it(monkeypatch: pytest.MonkeyPatch):
+    policies = cel_policy(*({"name": f"uses-{i}", "expression": "variables.team != ''"} for i in range(3)),
+                          variables=[{"name": "team", "expression": "object.metadata.?labels.team.orValue('')"}])
+    (variable,) = policies.policies[0].bindings[0].rule.check.__self__.program.variables.values()  # type: ignore[union-attr]
+    runs: list[object] = []
+    real = env.run
+    monkeypatch.setattr(env, "run", lambda program, bound: runs.append(program) or real(program, bound))
+    assert {r.outcome for r in results(pytorchjob(), policies).values()} == {Outcome.FAIL}
+    assert runs.count(variable.program) == 1
