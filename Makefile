@@ -78,6 +78,7 @@ bench: setup
 bench-webhook: setup
 	$(BIN)/python bench/webhook_bench.py
 	$(BIN)/python bench/limits_bench.py
+	$(BIN)/python bench/cel_bench.py --engine
 
 bench-reconciler: setup control-plane
 	$(BIN)/python bench/reconcile_bench.py

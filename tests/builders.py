@@ -165,7 +165,8 @@ def decide(
     facts: ClusterFacts = NO_FACTS,
     **kwargs: Any,
 ) -> Decision:
-    return evaluate(obj, policy_set({"rule": rule, "action": action, "params": params or {}}), facts=facts, **kwargs)
+    binding = {"rule": rule, "params": params or {}} | ({} if action == "deny" else {"action": action})
+    return evaluate(obj, policy_set(binding), facts=facts, **kwargs)
 
 
 def outcome(obj: dict[str, Any], rule: str, params: dict[str, Any] | None = None, **kwargs: Any) -> Outcome:

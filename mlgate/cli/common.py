@@ -24,6 +24,11 @@ def fail(message: str) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
+# what load_policies warned of in this run (a kind no description knows): `validate --warn-exit-code` counts them,
+# so CI can fail on a policy that would silently match nothing; `validate` empties it before it loads
+POLICY_WARNINGS: list[str] = []
+
+
 def load_policies(paths: Sequence[str]) -> PolicySet:
     from mlgate.loading.documents import expand
     from mlgate.loading.policies import PolicyLoadError, default_policy_dir, kind_warnings, load_policy_paths
@@ -42,6 +47,7 @@ def load_policies(paths: Sequence[str]) -> PolicySet:
     if not policies.policies:
         fail(f"policy error: {', '.join(chosen)}: no MLPolicy or ClusterMLPolicy documents")
     for warning in kind_warnings(policies):
+        POLICY_WARNINGS.append(str(warning))
         click.echo(f"mlgate: policy warning: {warning}", err=True)
     return policies
 

@@ -3,7 +3,7 @@
 Exit codes (stable): 0 everything admitted (warnings allowed), 1 something denied or a test
 failed, 2 a usage, input, parse or policy-load error, an object the engine could not evaluate at all,
 or no manifests at all under the paths given (unless --allow-empty). `validate --warn-exit-code N`
-exits N when something warned and nothing was denied or failed.
+exits N when something warned and nothing was denied or failed, a policy warning included.
 Reports go to stdout, diagnostics to stderr.
 Heavy imports happen inside commands so that `mlgate --version` starts fast.
 """
@@ -23,6 +23,7 @@ from mlgate.cli.common import (
     EXIT_DENIED,
     EXIT_ERROR,
     EXIT_OK,
+    POLICY_WARNINGS,
     exit_code,
     fail,
     load_facts,
@@ -151,7 +152,8 @@ def cli() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Text: only denied and failed objects, and what blocks them.")
 @color_option
 @click.option("--warn-exit-code", type=click.IntRange(min=0, max=255), default=0, show_default=True,
-              help="Exit code when something warned and nothing was denied or failed (CI that fails on warnings).")
+              help="Exit code when something warned and nothing was denied or failed (CI that fails on warnings); "
+                   "a policy warning (a kind no description knows) counts.")
 @allow_empty_option
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
 @facts_cli.cluster_options
@@ -168,6 +170,7 @@ def validate(  # click passes options by name
     a directory (searched recursively) or - for stdin."""
     from mlgate.cli.report import Reporter
 
+    POLICY_WARNINGS.clear()  # this run's only (tests and embedders call the command more than once)
     reporter = Reporter(output, sys.stdout, _style(sys.stdout, color, quiet), report_api=report_api,
                         docs_url=docs_url)
     statuses = set()
@@ -184,7 +187,7 @@ def validate(  # click passes options by name
     if live is None:  # a cluster that stores none of the kinds is an answer, not a typo
         _refuse_empty(counts["documents"], paths, allow_empty)
     code = exit_code(statuses)
-    sys.exit(warn_exit_code if code == EXIT_OK and counts["warnings"] else code)
+    sys.exit(warn_exit_code if code == EXIT_OK and (counts["warnings"] or POLICY_WARNINGS) else code)
 
 
 @cli.command()

@@ -36,7 +36,7 @@ from mlgate.cli.outcomes import CaseOutcome
 from mlgate.engine.patch import diff
 from mlgate.loading.builtin_schemas import shipped
 from mlgate.loading.documents import Document, InputError, expand, read_documents
-from mlgate.loading.policies import PolicyLoadError, describe_validation_error, load_policy_paths
+from mlgate.loading.policies import PolicyLoadError, _pointer, describe_validation_error, load_policy_paths
 from mlgate.model.facts import NO_FACTS, ClusterFacts, StaticFacts
 from mlgate.model.results import Decision, RuleResult, unchecked_text
 
@@ -111,7 +111,11 @@ def _validated(document: Document) -> Suite:
     try:
         return Suite.model_validate(document.data)
     except ValidationError as exc:
-        raise SuiteError("\n".join(f"{document.where}: {line}" for line in describe_validation_error(exc))) from exc
+        # each problem at its own field's line (a typo deep in spec.results is not at the document's first line)
+        problems = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        raise SuiteError("\n".join(
+            f"{document.source}:{document.line_of(_pointer(e['loc']))}: {line}"
+            for e, line in zip(problems, describe_validation_error(exc), strict=True))) from exc
 
 
 def run_suite(loaded: LoadedSuite) -> list[CaseOutcome]:

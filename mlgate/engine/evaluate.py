@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from mlgate.engine.depth import too_deep
 from mlgate.engine.exceptions import Subject, apply_exceptions
-from mlgate.engine.match import Scope, applies
+from mlgate.engine.match import Scope, applies, unseen_namespace
 from mlgate.engine.patch import MAX_COPY_DEPTH, diff, restore, snapshot
 from mlgate.engine.policyset import Binding, Policy, PolicySet, UnknownKinds
 from mlgate.model.exceptions import NO_EXCEPTIONS, Exceptions
@@ -100,7 +100,7 @@ def _evaluate(
     scope = Scope(workload, facts)
     selected = [p for p in policies.policies if applies(p, scope)
                 and (workload.known_kind or p.unknown_kinds is not UnknownKinds.IGNORE)]
-    results: list[RuleResult] = []
+    results: list[RuleResult] = [] if facts.known else _unseen(policies, selected, scope)
     mutated = obj
     settled = None
     if mutate:
@@ -145,6 +145,16 @@ def _ratchet(decision: Decision, old_obj: dict[str, Any], policies: PolicySet, f
         ):
             decision.results[i] = replace(result, outcome=Outcome.WARN, note=PRE_EXISTING)
     decision.allowed = not decision.violations
+
+
+def _unseen(policies: PolicySet, selected: list[Policy], scope: Scope) -> list[RuleResult]:
+    """A skip that says "could not check" for each check of a policy whose namespaceSelector needed cluster facts
+    that were not given: such a policy neither applies nor is silently left out."""
+    chosen = {id(p) for p in selected}
+    return [RuleResult(p.key, b.rule.id, b.action, Outcome.SKIP, note=why, failure_policy=p.failure_policy,
+                       unchecked=(why,))
+            for p in policies.policies if id(p) not in chosen and (why := unseen_namespace(p, scope))
+            for b in p.bindings if b.rule.check is not None]
 
 
 def _why_not_mutated(workload: Workload, uncopyable: bool) -> str:

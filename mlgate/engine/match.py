@@ -65,6 +65,21 @@ def applies(policy: Policy, scope: Scope) -> bool:
     return not (exclude is not None and _any_field(exclude) and _hits(exclude, scope))
 
 
+def unseen_namespace(policy: Policy, scope: Scope) -> str | None:
+    """Why a policy that did not apply might have: its namespaceSelector was judged without cluster facts (the
+    namespace's labels unknown, only its name label assumed), and it matches the object otherwise. None when
+    the policy was judged on what is known."""
+    selector = policy.match.namespaceSelector
+    if selector is None or scope.facts.known or (policy.namespace is not None
+                                                 and policy.namespace != scope.workload.namespace):
+        return None
+    if selector.matches(scope.ns_labels) or not _hits(policy.match.model_copy(update={"namespaceSelector": None}),
+                                                      scope):
+        return None
+    return (f"the labels of namespace {scope.workload.namespace!r} are not known (no cluster facts; --facts gives "
+            "them), so spec.match.namespaceSelector was not judged")
+
+
 def failure_policy_for(obj: dict[str, Any], policies: tuple[Policy, ...], facts: ClusterFacts) -> FailurePolicy | None:
     """What an engine failure on `obj` should do: Fail if any policy that matches its kind, namespace
     and labels says Fail, Ignore if only Ignore ones match, None if none does.

@@ -30,7 +30,7 @@ from mlgate.loading.policies import (
 from mlgate.model import pointer
 from mlgate.model.exceptions import DEFAULT_NAMESPACE, EXCEPTION_KIND, ExceptionDocument, PolicyException
 from mlgate.model.policy import API_VERSION
-from mlgate.rules.registry import catalog
+from mlgate.rules.registry import RULE_ID, catalog
 
 __all__ = ["check_exception_object", "compile_exception", "exceptions_against", "load_exception_paths"]
 
@@ -73,9 +73,9 @@ def compile_exception(
         problems = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
         return None, [err(_pointer(e["loc"]), _message(e)) for e in problems]
     spec = document.spec
-    known = catalog()
+    known = catalog()  # a name without a dot is a CEL validation's, checked against its policy
     errors = [err(pointer.join("/spec/rules", i), f"unknown rule {rule!r}; `mlgate rules` lists them")
-              for i, rule in enumerate(spec.rules) if rule not in known]
+              for i, rule in enumerate(spec.rules) if rule not in known and RULE_ID.match(rule)]
     for narrowing in NARROWINGS:
         outside = [r for r in spec.rules if r not in narrowing.rules]
         if getattr(spec, narrowing.field) and outside:

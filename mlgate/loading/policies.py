@@ -18,6 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from mlgate.engine.policyset import Binding, KindRef, Policy, PolicySet
+from mlgate.loading.cel_policies import compile_cel, validation_ids
 from mlgate.loading.documents import InputError, document_chunks, expand
 from mlgate.loading.linemap import compose_with_lines, line_for
 from mlgate.model import pointer
@@ -202,6 +203,11 @@ def compile_policy(
             hint = f"; did you mean {close[0]!r}?" if close else "; `mlgate rules` lists them"
             errors.append(err(base + "/rule", f"unknown rule {binding.rule!r}{hint}"))
             continue
+        if spec.is_mutation and "action" in binding.model_fields_set:
+            # a mutation never denies or warns: an action here would promise what it cannot do
+            errors.append(err(base + "/action", f"{binding.rule} is a mutation, which takes no action "
+                                                "(deny, warn and audit are for checks); remove it"))
+            continue
         try:
             params = spec.params.model_validate(binding.params)
         except ValidationError as exc:
@@ -210,11 +216,12 @@ def compile_policy(
             )
             continue
         bindings.append(Binding(spec, params, binding.action))
+    bindings += compile_cel(document.spec, lambda ptr, message: errors.append(err(ptr, message)))
     errors += [err(f"/spec/gpuResources/{i}", f"{r!r} is not a resource name or a shell pattern of one "
                    "(e.g. example.com/npu, example.com/npu-*)")
                for i, r in enumerate(document.spec.gpuResources) if not _RESOURCE_PATTERN.match(r)]
     allowed = document.spec.allowExceptions
-    bound = {b.rule for b in document.spec.rules}
+    bound = {b.rule for b in document.spec.rules} | set(validation_ids(document.spec))
     if isinstance(allowed, list):
         errors += [err(f"/spec/allowExceptions/{i}", f"{r!r} is not a rule of this policy; one of: "
                        f"{', '.join(sorted(bound))}") for i, r in enumerate(allowed) if r not in bound]

@@ -14,6 +14,18 @@
         - rule: gpu.max            # an ID from `mlgate rules`
           action: deny             # deny | warn | audit (checks only)
           params: {...}            # validated against the rule's own schema
+      # CEL, shaped after ValidatingAdmissionPolicy (docs/authoring.md); `rules` or `validations`, or both
+      matchConditions: [{name: gpu-jobs, expression: "workload.gpus.perJob > 0"}]
+      variables: [{name: team, expression: "object.metadata.?labels.team.orValue('')"}]
+      params: {...}                # any mapping: `params` in expressions
+      validations:
+        - name: team-label         # the id results and MLPolicyExceptions use; default validations[<index>]
+          expression: "variables.team != ''"
+          message: "..."           # or messageExpression
+          reason: Forbidden        # as VAP's; kept for VAP users, the denial is mlgate's one message
+          action: deny             # deny | warn | audit
+          forEach: container       # object (default) | template | container
+          fieldPath: ".image"      # relative to what forEach names
 """
 
 from __future__ import annotations
@@ -21,7 +33,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from mlgate.model.results import Action, FailurePolicy
 
@@ -74,6 +86,36 @@ class RuleBinding(Strict):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+# a validation's or variable's name: a DNS label, so it can never be taken for a rule ID (which has a dot)
+CEL_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+VARIABLE_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"  # a CEL identifier, as VAP's variables
+
+
+# a matchCondition's name: a qualified name, as VAP's (k8s.io/api admissionregistration/v1 MatchCondition)
+CONDITION_NAME = r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
+
+
+class Variable(Strict):
+    name: str = Field(pattern=VARIABLE_NAME, max_length=63)
+    expression: str = Field(min_length=1)
+
+
+class MatchCondition(Strict):
+    name: str = Field(pattern=CONDITION_NAME, max_length=63)
+    expression: str = Field(min_length=1)
+
+
+class Validation(Strict):
+    name: str | None = Field(default=None, pattern=CEL_NAME, max_length=63)
+    expression: str = Field(min_length=1)
+    message: str = ""
+    messageExpression: str | None = None
+    reason: Literal["Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"] | None = None
+    action: Action = Action.DENY
+    forEach: Literal["object", "template", "container"] = "object"
+    fieldPath: str | None = None
+
+
 class UnknownKinds(StrEnum):
     """What a policy does with the pod specs found in an object of a kind no description knows."""
 
@@ -89,7 +131,17 @@ class PolicySpec(Strict):
     match: MatchBlock = Field(default_factory=MatchBlock)
     exclude: MatchBlock | None = None
     allowExceptions: StrictBool | list[str] = True
-    rules: list[RuleBinding] = Field(min_length=1)
+    rules: list[RuleBinding] = Field(default_factory=list)
+    matchConditions: list[MatchCondition] = Field(default_factory=list, max_length=64)
+    variables: list[Variable] = Field(default_factory=list, max_length=64)
+    validations: list[Validation] = Field(default_factory=list, max_length=256)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _something_to_do(self) -> PolicySpec:
+        if not self.rules and not self.validations:
+            raise ValueError("a policy needs rules, validations or both")
+        return self
 
 
 class Metadata(BaseModel):

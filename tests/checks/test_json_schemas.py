@@ -31,7 +31,8 @@ def test_the_committed_schemas_are_the_generated_ones():
     assert {p.name: p.read_text(encoding="utf-8") for p in SCHEMAS.glob("*.json")} == generated
 
 
-POLICIES = [d for d in documents("policies/*.yaml", "examples/policies/*.yaml", "tests/policy-suites/*/policies.yaml")
+POLICIES = [d for d in documents("policies/*.yaml", "examples/policies/*.yaml", "examples/library/*.yaml",
+                                 "tests/policy-suites/*/policies.yaml")
             if d[1].get("kind") in ("MLPolicy", "ClusterMLPolicy")]
 SUITES = documents("tests/policy-suites/*/suite*.yaml")
 

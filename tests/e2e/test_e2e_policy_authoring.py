@@ -108,3 +108,33 @@ def test_broken_policy_is_reported_and_the_old_set_stays_in_force(
         cluster.kubectl("delete", "mlpolicy", "team-gpu-typo", "-n", opted_out, "--ignore-not-found").check()
     eventually("the webhook to load the set again", lambda: True if not webhook.readyz()[1]["policies"][
         "lastError"] else None, TIMEOUT)
+
+
+def cel_policy(namespace: str, expression: str) -> dict[str, Any]:
+    return {"apiVersion": "mlgate.dev/v1alpha1", "kind": "MLPolicy", "metadata": {"name": "team-label",
+                                                                                  "namespace": namespace},
+            "spec": {"validations": [{"name": "team-label", "expression": expression,
+                                      "message": "every training job names its team in the label team"}]}}
+
+
+def test_a_cel_validation_denies_a_matching_job_at_kubectl_apply_with_the_policys_message(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    job = pytorchjob("no-team", {"nvidia.com/gpu": 1})
+    cluster.kubectl("apply", "-f", "-",
+                    stdin=cel_policy(namespace, "object.metadata.?labels.team.orValue('') != ''")).check()
+    until_verdict(cluster, job, namespace, denied_with=f"[{namespace}/team-label/team-label]")
+    denied = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=job)
+    assert denied.code == 1, denied
+    assert (f"[{namespace}/team-label/team-label] every training job names its team in the label team"
+            in denied.stderr), denied
+    labelled = {**job, "metadata": {**job["metadata"], "labels": {"team": "vision"}}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=labelled).check()
+
+
+def test_a_cel_validation_that_does_not_compile_is_refused_by_kubectl_at_its_column(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    result = cluster.kubectl("apply", "-f", "-", stdin=cel_policy(namespace, "object.metadata.name + 1 == 'a'"))
+    assert result.code == 1, result
+    assert (f"cluster:MLPolicy/{namespace}/team-label: spec.validations[0].expression: CEL 1:26: found no matching "
+            "overload" in result.stderr), result
+    assert cluster.kubectl("get", "mlpolicy", "team-label", "-n", namespace).code == 1

@@ -342,7 +342,6 @@ SCHEMA_REJECTS = [
     ("isvc-no-model", ISVC, "/spec/modelUri", DELETE, ("/spec", "required")),
     ("isvc-canary-101", ISVC, "/spec/canaryTrafficPercent", 101, ("/spec/canaryTrafficPercent", "maximum")),
     ("isvc-target-0", ISVC, "/spec/scaling/targetUtilization", 0, ("/spec/scaling/targetUtilization", "minimum")),
-    ("policy-no-rules", MINIMAL_POLICY, "/spec/rules", [], ("/spec/rules", "minItems")),
     ("policy-action-block", MINIMAL_POLICY, "/spec/rules/0/action", "block", ("/spec/rules/0/action", "enum")),
     ("policy-rule-id-caps", MINIMAL_POLICY, "/spec/rules/0/rule", "GPU_MAX", ("/spec/rules/0/rule", "pattern")),
     ("policy-failure-maybe", MINIMAL_POLICY, "/spec/failurePolicy", "Maybe", ("/spec/failurePolicy", "enum")),
@@ -377,6 +376,7 @@ CEL_REJECTS = [
      "runtime tensorflow-serving serves only framework tensorflow"),
     ("policy-in-without-values", MINIMAL_POLICY, "/spec/match/objectSelector/matchExpressions/0/values", DELETE,
      "In and NotIn need values; Exists and DoesNotExist take none"),
+    ("policy-no-rules", MINIMAL_POLICY, "/spec/rules", [], "a policy needs rules, validations or both"),
 ]
 
 

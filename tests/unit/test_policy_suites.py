@@ -117,12 +117,13 @@ def test_a_wrong_expectation_fails_and_prints_what_the_rule_said() -> None:
     assert lines[-1] == "1 passed, 2 failed"
 
 
-def test_a_suite_with_an_unknown_field_is_refused_before_anything_runs() -> None:
+def test_a_suite_with_an_unknown_field_is_refused_at_its_line_before_anything_runs() -> None:
     result = run_mlgate("test", f"{BROKEN}/unknown-field")
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.startswith(
-        f"mlgate: {BROKEN}/unknown-field/suite.yaml:1: spec.results[0].resutl: unknown field")
+        f"mlgate: {BROKEN}/unknown-field/suite.yaml:13: spec.results[0].resutl: unknown field\n"
+        f"mlgate: {BROKEN}/unknown-field/suite.yaml:10: spec.results[0].result: required field is missing")
     assert "Traceback" not in result.stderr
 
 
