@@ -8,10 +8,10 @@ Against the real server (a subprocess on loopback, TLS, the shipped policies):
 - the time to judge a TrainingJob with 8,000 bare containers, in process and over HTTP (it took 22 s before
   evaluation was made linear);
 - probe latency (a new request every 50 ms on a kept-alive connection, one prober per path) while the large reviews
-  are judged, and while 32 connections keep the server saturated with the bench PyTorchJob (the load from a process
-  of its own): /healthz on the TLS port, on the serving loop behind the admissions, beside /healthz and /readyz on
-  the metrics port, which the shipped probes use (webhook/probes.py; target p99 < 100 ms, the kubelet's default
-  timeoutSeconds is 1 s).
+  are judged, and while 32 connections keep the server saturated with the bench PyTorchJob (either load is sent from
+  a process of its own): /healthz on the TLS port, on the serving loop behind the admissions, beside /healthz and
+  /readyz on the metrics port, which the shipped probes use (webhook/probes.py; target p99 < 100 ms, the kubelet's
+  default timeoutSeconds is 1 s).
 """
 
 from __future__ import annotations
@@ -144,25 +144,36 @@ class Probers:
                   + ("" if name.startswith("TLS") else f" (target p99 < 100 ms: {'ok' if p99 < 100 else 'MISSED'})"))
 
 
-def four_large(url: str, probe_url: str, ca: Path, pid: int, idle: float) -> None:
+def _send_large(url: str, ca: str, count: int, out: Any) -> None:
+    """`count` large reviews at once, from a process of its own (the probers' threads share no GIL with it)."""
     big = sized(int(2.8 * MIB))
     results: list[tuple[int, float, bool]] = []
 
     def send() -> None:
-        with httpx.Client(base_url=url, verify=str(ca), timeout=60) as client:
+        with httpx.Client(base_url=url, verify=ca, timeout=60) as client:
             began = time.perf_counter()
             response = client.post("/validate", content=big, headers={"Content-Type": "application/json"})
             abandoned = response.status_code == 200 and "in time" in response.text
             results.append((response.status_code, time.perf_counter() - began, abandoned))
 
-    senders = [threading.Thread(target=send) for _ in range(4)]
+    senders = [threading.Thread(target=send) for _ in range(count)]
+    for sender in senders:
+        sender.start()
+    for sender in senders:
+        sender.join()
+    out.put((len(big), results))
+
+
+def four_large(url: str, probe_url: str, ca: Path, pid: int, idle: float) -> None:
+    spawn = multiprocessing.get_context("spawn")
+    out = spawn.Queue()
+    load = spawn.Process(target=_send_large, args=(url, str(ca), 4, out))
     with Probers(url, probe_url, ca) as probers:
-        for sender in senders:
-            sender.start()
-        for sender in senders:
-            sender.join()
+        load.start()
+        size, results = out.get()
+        load.join()
     peak = peak_rss_mb(pid)
-    print(f"4 concurrent {len(big) / MIB:.2f} MiB reviews: answers "
+    print(f"4 concurrent {size / MIB:.2f} MiB reviews: answers "
           + ", ".join(f"{code}{' (abandoned at the deadline)' if gone else ''} in {sec:.1f} s"
                       for code, sec, gone in sorted(results, key=lambda r: r[1])))
     print(f"  server RSS: idle {idle:.0f} MB, peak {peak:.0f} MiB (target < 256 MiB, the Deployment's limit: "
