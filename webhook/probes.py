@@ -30,12 +30,13 @@ ProbeAnswer = tuple[int, bytes]
 
 
 class Heartbeat:
-    """When the serving loop last ran a callback of its own; from creation until the loop first runs, too."""
+    """When the serving loop last ran a callback of its own (until it runs, when it was made, or this was)."""
 
     def __init__(self) -> None:
         self.last = time.monotonic()
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.last = time.monotonic()  # counted from the loop's making, not from the process's start
         loop.call_soon(self._beat, loop)
 
     def _beat(self, loop: asyncio.AbstractEventLoop) -> None:
