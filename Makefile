@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lock run test e2e control-plane checks stock-pythons bench bench-webhook bench-reconciler demo demo-cluster clean
+.PHONY: setup lock run test e2e control-plane checks stock-pythons bench bench-webhook bench-e2e bench-reconciler demo demo-cluster clean
 
 setup: $(STAMP)
 
@@ -79,6 +79,10 @@ bench-webhook: setup
 	$(BIN)/python bench/webhook_bench.py
 	$(BIN)/python bench/limits_bench.py
 	$(BIN)/python bench/cel_bench.py --engine
+
+# 1,000 PyTorchJobs created through a real kube-apiserver with and without mlgate's webhooks registered
+bench-e2e: setup control-plane
+	$(BIN)/python bench/e2e_bench.py
 
 bench-reconciler: setup control-plane
 	$(BIN)/python bench/reconcile_bench.py

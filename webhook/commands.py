@@ -20,8 +20,9 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 in a Pod).")
 @click.option("--port", default=8443, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--metrics-port", default=0, show_default=True, type=click.IntRange(0, 65535),
-              help="Serve GET /metrics over plain HTTP on this port too, so Prometheus needs no TLS settings "
-                   "(0: none; the TLS port serves /metrics either way).")
+              help="Serve GET /metrics, /healthz and /readyz over plain HTTP on this port too, on threads of its "
+                   "own: Prometheus needs no TLS settings, and probes never wait behind admission work (0: none; "
+                   "the TLS port serves them either way).")
 @click.option("--cert-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Serving certificate (PEM). Reloaded when it changes. Default: dev certificates in the state dir.")
 @click.option("--key-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),

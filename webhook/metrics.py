@@ -19,7 +19,8 @@
 No `_created` series: in the text format Prometheus stores each as a series of its own, one more per counter and
 histogram child, for a value no alert or panel reads.
 `metrics_server` serves GET /metrics on a plain-HTTP port of its own (`mlgate serve --metrics-port`), as
-Kyverno does, so a Prometheus scrape needs no TLS settings; the TLS port answers /metrics too.
+Kyverno does, so a Prometheus scrape needs no TLS settings; the TLS port answers /metrics too. The same port answers
+/healthz and /readyz on its own threads, so probes never queue behind admission work (webhook/probes.py).
 
 `result` is the verdict (allowed, patched, denied, skipped, error) or the HTTP status of a
 request that got no verdict (400, 408, 413, 415, 503). `kind` is the request's kind when the
@@ -55,6 +56,8 @@ from mlgate.model.results import RuleResult
 
 if TYPE_CHECKING:
     from mlgate.workloads.catalog import KindCatalog
+
+    from .probes import Probes
 
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -198,12 +201,24 @@ class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
-def metrics_server(metrics: Metrics, host: str, port: int) -> ThreadingHTTPServer:
+def metrics_server(metrics: Metrics, host: str, port: int, probes: Probes | None = None) -> ThreadingHTTPServer:
     """prometheus_client's own /metrics handler on a plain-HTTP server, bound (an OSError if the port is taken) but
     not serving yet: run its `serve_forever` on a thread, and `shutdown()` it. Port 0 picks a free port
-    (`server.server_port`)."""
+    (`server.server_port`). With `probes`, GET /healthz and /readyz are answered here too (webhook/probes.py)."""
 
     class Handler(MetricsHandler.factory(metrics.registry)):  # type: ignore[misc]
+        def do_GET(self) -> None:
+            answer = probes.answer(self.path.split("?", 1)[0]) if probes is not None else None
+            if answer is None:
+                super().do_GET()
+                return
+            status, body = answer
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def log_message(self, format: str, *args: object) -> None:
             pass  # a scrape every 30 s from each Prometheus would drown the decision log
 

@@ -35,6 +35,7 @@ from .facts_cache import WatchedFacts
 from .metrics import Metrics, metrics_server
 from .policy_status import PolicyStatusWriter
 from .policy_store import ClusterPolicySource, DirectorySource, PolicySource, PolicyStore
+from .probes import Heartbeat, Probes
 from .protocol import protocol_with_timeout, tls_event_loop
 from .service import Service, Settings
 from .tls import CertReloader, ConnectionGate
@@ -134,6 +135,7 @@ class Webhook:
         facts: ClusterFacts = self.watched_facts if self.watched_facts is not None else NO_FACTS
         self.service = Service(self.store, self.metrics, facts, self.tls, options.settings, self.exceptions,
                                reach=self.reach)
+        self.heartbeat = Heartbeat()
         self.server = uvicorn.Server(self._config())
         connections = self.server.server_state.connections  # uvicorn's: from the end of the handshake to close
         self.gate = ConnectionGate(connection_limit(options.settings.max_connections),
@@ -147,7 +149,8 @@ class Webhook:
             raise OSError(f"--port {options.port} on {options.host}: {exc.strerror or exc}") from None
         port = options.metrics_port  # bound now, so that a taken port fails `mlgate serve` at start
         try:
-            self.metrics_server = None if port is None else metrics_server(self.metrics, options.host, port)
+            probes = Probes(self.heartbeat, options.settings.loop_stall, self.service.readiness)
+            self.metrics_server = None if port is None else metrics_server(self.metrics, options.host, port, probes)
         except OSError as exc:
             raise OSError(f"--metrics-port {port}: {exc.strerror}") from None
         self._metrics_thread: threading.Thread | None = None
@@ -170,9 +173,14 @@ class Webhook:
         rest = kube_rest(self.options.kubeconfig, self.options.in_cluster, reach=self.reach)
         return SelfManaged(self.options.self_managed, rest, self.options.state_dir / "self-managed")
 
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        loop = tls_event_loop(self.options.settings.handshake_timeout)()
+        self.heartbeat.attach(loop)  # /healthz on the metrics port sees whether this loop still turns
+        return loop
+
     def _config(self) -> uvicorn.Config:
         return _Config(
-            create_app(self.service), tls_event_loop(self.options.settings.handshake_timeout),
+            create_app(self.service), self._loop,
             host=self.options.host, port=self.options.port,
             ssl_context_factory=lambda _config, _default: self.tls.listener,
             http=protocol_with_timeout(self.options.settings.header_timeout),
@@ -263,6 +271,12 @@ class Webhook:
     @property
     def url(self) -> str:
         return f"https://{self.options.host}:{self.port}"
+
+    @property
+    def probe_url(self) -> str | None:
+        """Where /healthz and /readyz are answered off the serving loop: the metrics port, while it serves."""
+        metrics = self.metrics_url
+        return None if metrics is None else metrics.removesuffix("/metrics")
 
     @property
     def metrics_url(self) -> str | None:

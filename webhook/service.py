@@ -29,6 +29,7 @@ class Settings:
     max_connections: int = 512  # open connections at most (fewer if the fd limit is lower); more are closed at accept
     allow_empty_policies: bool = False  # serve --allow-empty-policies: policy files may hold no policy
     review_deadline: float = 4.5  # judging stops here, just under the webhooks' timeoutSeconds (5)
+    loop_stall: float = 10.0  # /healthz on the metrics port fails once the serving loop has not run this long
     large_reviews: int = 1  # large reviews judged at once: one 2.9 MiB review peaks near +135 MiB (limit 256 Mi)
 
 

@@ -124,8 +124,10 @@ def test_the_deployment_is_locked_down_and_probed():
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["resources"]["requests"] and container["resources"]["limits"]
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+    # on the metrics port's threads, not behind admission work on the TLS port's loop
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert "--metrics-port=8080" in container["args"]
     assert "--policies=/etc/mlgate/policies" in container["args"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["policies"]["configMap"]["name"] == "mlgate-policies"

@@ -1,5 +1,5 @@
 """/metrics on a plain-HTTP port of its own (`mlgate serve --metrics-port`), scraped as Prometheus would: no TLS,
-the standard process and Python metrics, no `_created` series, and nothing else served on that port."""
+the standard process and Python metrics, no `_created` series, and no admission review served on that port."""
 
 from __future__ import annotations
 
