@@ -161,7 +161,7 @@ def create(cluster: ControlPlane, name: str) -> tuple[bool, str]:
     return bool((spec["containers"][0].get("resources") or {}).get("requests")), str(result)
 
 
-def test_with_the_lease_leader_killed_no_create_fails_and_the_survivor_leads_and_renews_certificates(
+def test_with_the_lease_leader_killed_no_create_but_one_in_flight_fails_and_the_survivor_leads_and_renews(
         replicas: tuple[ControlPlane, Balancer, list[Replica]]) -> None:
     cluster, balancer, pair = replicas
     first, second = pair
@@ -181,18 +181,21 @@ def test_with_the_lease_leader_killed_no_create_fails_and_the_survivor_leads_and
     eventually("both webhooks to judge through the balancer",
                lambda: create(cluster, f"warm-up-{next(attempts)}")[0] or None, 30)
 
-    results: list[tuple[bool, str]] = []
+    results: list[tuple[bool, str, float, float]] = []  # admitted, what kubectl said, started, ended
     stop = threading.Event()
 
     def load() -> None:
         while not stop.is_set():
-            results.append(create(cluster, f"job-{len(results)}"))
+            started = time.monotonic()
+            ok, said = create(cluster, f"job-{len(results)}")
+            results.append((ok, said, started, time.monotonic()))
 
     thread = threading.Thread(target=load, daemon=True)
     thread.start()
     try:
         time.sleep(3)
         served_by_leader = balancer.connections.get(first.port, 0)
+        kill_time = time.monotonic()
         first.kill()
         killed_at = len(results)
         eventually(f"the Lease to move to {second.name}", lambda: holder(cluster) == second.name or None, 60)
@@ -208,14 +211,19 @@ def test_with_the_lease_leader_killed_no_create_fails_and_the_survivor_leads_and
     finally:
         stop.set()
         thread.join(timeout=60)
-    lost = [text for ok, text in results if not ok]
+    # The API server does not retry a webhook call (a POST) that a killed process never answered, in any cluster:
+    # the one create whose call was in flight on the leader at the kill may fail, and is reported. Every other
+    # create, and every one started after the kill, must be admitted.
+    in_flight = [said for ok, said, started, ended in results if not ok and started <= kill_time <= ended]
+    lost = [said for ok, said, started, ended in results if not ok and not started <= kill_time <= ended]
     assert served_by_leader >= 1, "the killed leader carried no traffic: the test proved nothing"
     assert len(results) - killed_at >= 10, f"only {len(results) - killed_at} creates after the kill"
     assert not lost, f"{len(lost)} of {len(results)} creates failed:\n{lost[:3]}"
+    assert len(in_flight) <= 1, in_flight
     assert holder(cluster) == second.name
     assert second.process is not None and second.process.running()
     print(f"two replicas, leader killed: {len(results)} creates ({len(results) - killed_at} after the kill), "
-          f"0 failed; connections per replica {balancer.connections}")
+          f"{len(in_flight)} failed in flight at the kill; connections per replica {balancer.connections}")
 
 
 def _enforcing(cluster: ControlPlane) -> dict[str, Any] | None:
