@@ -100,7 +100,8 @@ def _evaluate(
     scope = Scope(workload, facts)
     selected = [p for p in policies.policies if applies(p, scope)
                 and (workload.known_kind or p.unknown_kinds is not UnknownKinds.IGNORE)]
-    results: list[RuleResult] = [] if facts.known else _unseen(policies, selected, scope)
+    results: list[RuleResult] = [] if facts.known or not policies.selecting_namespaces \
+        else _unseen(policies, selected, scope)
     mutated = obj
     settled = None
     if mutate:
@@ -153,7 +154,7 @@ def _unseen(policies: PolicySet, selected: list[Policy], scope: Scope) -> list[R
     chosen = {id(p) for p in selected}
     return [RuleResult(p.key, b.rule.id, b.action, Outcome.SKIP, note=why, failure_policy=p.failure_policy,
                        unchecked=(why,))
-            for p in policies.policies if id(p) not in chosen and (why := unseen_namespace(p, scope))
+            for p in policies.selecting_namespaces if id(p) not in chosen and (why := unseen_namespace(p, scope))
             for b in p.bindings if b.rule.check is not None]
 
 

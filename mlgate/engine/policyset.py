@@ -64,6 +64,11 @@ class PolicySet:
     kinds: KindCatalog = SHIPPED  # the shipped kinds plus the set's own WorkloadKinds
 
     @cached_property
+    def selecting_namespaces(self) -> tuple[Policy, ...]:
+        """The policies with a namespaceSelector: the only ones that cannot be judged without cluster facts."""
+        return tuple(p for p in self.policies if p.match.namespaceSelector is not None)
+
+    @cached_property
     def mutation_steps(self) -> tuple[tuple[Policy, Binding], ...]:
         """Every mutation binding in the order they run: rule order, then policy key, then position."""
         steps = sorted(
