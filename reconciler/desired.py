@@ -167,12 +167,13 @@ def _pod(job: dict[str, Any], topo: Topology, replica: Replica) -> dict[str, Any
     env = (frameworks.framework_env(topo, replica) + _hyperparameters(spec) + _model_config(spec)
            + _checkpoint(spec, pod_spec, main))
     if topo.framework == "mpi":
-        _mount(pod_spec, main, *mpi.ssh_volume(topo.job))
+        layout = mpi.ssh_layout(spec)
+        _mount(pod_spec, main, *mpi.ssh_volume(topo.job, layout))
         if replica.role == "Launcher":
             _mount(pod_spec, main, {"name": MPI_VOLUME, "configMap": {"name": f"{topo.job}-config"}},
                    {"name": MPI_VOLUME, "mountPath": frameworks.MPI_DIR, "readOnly": True})
         else:
-            mpi.run_sshd(main)
+            mpi.run_sshd(main, layout)
     set_env(main, env)
     pod = child_object("v1", "Pod", job, replica.name, spec=pod_spec)
     pod["metadata"]["labels"] = labels
