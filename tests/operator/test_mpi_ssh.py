@@ -77,12 +77,13 @@ def test_root_workers_run_the_images_sshd_with_keys_in_root_ssh_at_mode_0600():
 
 def test_non_root_pods_mount_keys_in_the_users_home_and_workers_run_its_sshd_config():
     children = desired_children(mpi_job({"runAsUser": 1000}, None, NON_ROOT))
-    pods = [c for c in children if c["kind"] == "Pod"]
-    assert len(pods) == 3
-    for pod in pods:
-        volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "ssh-auth")
+    specs = [c["spec"] for c in children if c["kind"] == "Pod"]
+    specs += [c["spec"]["template"]["spec"] for c in children if c["kind"] == "Job"]  # the launcher
+    assert len(specs) == 3
+    for spec in specs:
+        volume = next(v for v in spec["volumes"] if v["name"] == "ssh-auth")
         assert "defaultMode" not in volume["secret"]  # 0644, as mpi-operator: readable by the non-root user
-        assert {"name": "ssh-auth", "mountPath": NON_ROOT} in pod["spec"]["containers"][0]["volumeMounts"]
+        assert {"name": "ssh-auth", "mountPath": NON_ROOT} in spec["containers"][0]["volumeMounts"]
     assert workers(mpi_job({"runAsUser": 1000}, None, NON_ROOT))[0]["spec"]["containers"][0]["command"] == [
         "/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"]
 
