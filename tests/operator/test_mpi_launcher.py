@@ -2,11 +2,16 @@
 
 from typing import Any
 
+import pytest
 from builders import change, trainingjob
 
+from mlgate.engine import evaluate
+from mlgate.loading.policies import default_policy_dir, load_policy_paths
 from mlgate_reconciler.desired import desired_children
 from mlgate_reconciler.launcher import launcher_as_pod, waiting_for_workers, workers_ready
 from mlgate_reconciler.preflight import invalid_name
+
+SHIPPED = load_policy_paths([default_policy_dir()])
 
 
 def mpi(**run_policy: Any) -> dict[str, Any]:
@@ -82,3 +87,13 @@ def test_the_launcher_jobs_outcome_reads_as_its_pods_phase():
 def test_the_launcher_jobs_name_is_held_to_a_labels_63_characters():
     job = change(change(trainingjob(replicas=2), "/metadata/name", "a" * 53), "/spec/framework", "mpi")
     assert f"Job '{'a' * 53}-launcher-0' name is 64 characters, more than 63" in str(invalid_name(job))
+
+
+@pytest.mark.parametrize("scheduling", [None, {"gang": True, "scheduler": "volcano"}])
+def test_the_shipped_policies_admit_the_launcher_job_the_webhook_will_see(scheduling):
+    job = change(trainingjob(replicas=2), "/spec/framework", "mpi")
+    if scheduling:
+        job = change(job, "/spec/scheduling", scheduling)
+    job = evaluate(job, SHIPPED).mutated or job
+    decision = evaluate(launcher_of(job), SHIPPED)
+    assert decision.allowed, [(r.rule, f.reason) for r in decision.violations for f in r.findings]
