@@ -141,13 +141,24 @@ def security_context(workload: Workload, params: SecurityParams, context: Contex
             changed = True
         names = _name_counts(template)
         pod_sc = as_dict(template.spec.get("securityContext"))  # as written above: runAsNonRoot counts
+        kept = []
         for key, index, container in template.regular_containers():
-            changed |= _harden_container(template, key, index, container, params, names=names)
+            changed |= _harden_container(template, key, index, container, params, names=names, pod_sc=pod_sc)
             if params.drop_all_capabilities and _keeps_capabilities(pod_sc, container):
-                note = f"capabilities kept: the container at {template.path(key, index)} may run as root"
-                if note not in workload.notes:
-                    workload.notes.append(note)
+                kept.append(template.path(key, index))
+        note = _kept_note(kept)
+        if note and note not in workload.notes:
+            workload.notes.append(note)
     return changed
+
+
+def _kept_note(paths: list[str]) -> str | None:
+    """One note per pod template, however many containers it has."""
+    if not paths:
+        return None
+    if len(paths) == 1:
+        return f"capabilities kept: the container at {paths[0]} may run as root"
+    return f"capabilities kept: {len(paths)} containers may run as root, the first at {paths[0]}"
 
 
 def runs_as_non_root(pod_sc: dict[str, Any], container_sc: dict[str, Any]) -> bool:
@@ -170,7 +181,7 @@ def _keeps_capabilities(pod_sc: dict[str, Any], container: dict[str, Any]) -> bo
 
 
 def _harden_container(template: PodTemplate, key: str, index: int, container: dict[str, Any],
-                      params: SecurityParams, *, names: Counter[str]) -> bool:
+                      params: SecurityParams, *, names: Counter[str], pod_sc: dict[str, Any]) -> bool:
     sc = as_dict(container.get("securityContext"))
     if sc.get("privileged"):
         return False  # the API server refuses allowPrivilegeEscalation=false with privileged=true
@@ -178,7 +189,7 @@ def _harden_container(template: PodTemplate, key: str, index: int, container: di
     if params.disallow_privilege_escalation and sc.get("allowPrivilegeEscalation") is None:
         wanted["allowPrivilegeEscalation"] = False
     if params.drop_all_capabilities and as_dict(sc.get("capabilities")).get("drop") is None \
-            and runs_as_non_root(as_dict(template.spec.get("securityContext")), sc):
+            and runs_as_non_root(pod_sc, sc):
         wanted["drop"] = ["ALL"]
     if not wanted:
         return False

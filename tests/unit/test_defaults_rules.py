@@ -210,3 +210,10 @@ def test_defaults_report_exactly_when_they_change_the_object(rule, build):
     before = copy.deepcopy(obj)
     claimed = spec.mutate(extract(obj), spec.params(), Context())
     assert claimed is (obj != before)
+
+
+def test_a_pod_with_several_root_containers_gets_one_note_naming_the_first():
+    obj = root_pod()
+    obj["spec"]["containers"].append({"name": "sidecar", "image": "registry.example/side:1.0"})
+    decision = patched(obj, "defaults.security-context")[1]
+    assert decision.notes == ["capabilities kept: 2 containers may run as root, the first at /spec/containers/0"]
