@@ -54,7 +54,8 @@
    to a phase with a condition (all but Pending) records a Kubernetes Event (reason and message of the phase's
    condition; best effort), and so does each change of the Stalled condition's status or reason (Warning while
    True) unless the phase's event had that reason.
-8. Completion: once Succeeded or Failed, pods are deleted per runPolicy.cleanPodPolicy (`pods_to_clean`), and
+8. Completion: once Succeeded or Failed, pods (and an MPI launcher Job, as its pod) are deleted per
+   runPolicy.cleanPodPolicy (`pods_to_clean`), and
    a job past activeDeadlineSeconds loses its unfinished pods; ttlSecondsAfterFinished after completionTime
    the job itself is deleted (and the finalizer pass removes what is left).
 """
@@ -178,7 +179,7 @@ class TrainingPass:
 
     def settle(self, ctx: Context, written: Written, result: PassResult) -> None:
         job, status = written.plan.owner, written.status
-        _clean_up(ctx.client, job, status, _of_kind(written.plan.owned, "Pod"), result)
+        _clean_up(ctx.client, job, status, written.plan.owned, result)
         if ttl_expired(job, status, ctx.now()):
             meta = job["metadata"]
             ctx.client.delete(JOB_API, JOB_KIND, meta["namespace"], meta["name"])  # the finalizer pass cleans up
@@ -360,9 +361,14 @@ def ttl_expired(job: dict[str, Any], status: dict[str, Any], now: str) -> bool:
     return (parse_time(now) - parse_time(str(done))).total_seconds() >= ttl
 
 
-def _clean_up(client: KubeClient, job: dict[str, Any], status: dict[str, Any], pods: list[dict[str, Any]],
+def _clean_up(client: KubeClient, job: dict[str, Any], status: dict[str, Any], owned: dict[ChildKey, dict[str, Any]],
               result: PassResult) -> None:
+    """cleanPodPolicy's pods, and an MPI launcher Job as its pod: a running launcher past the deadline goes too
+    (deleted with its pods: client.delete propagates in the background)."""
     policy = str(((job.get("spec") or {}).get("runPolicy") or {}).get("cleanPodPolicy") or "None")
+    launchers = {str(j["metadata"]["name"]): j for j in _of_kind(owned, "Job") if is_launcher_job(j)}
+    pods = _of_kind(owned, "Pod") + [launcher_as_pod(j) for j in launchers.values()]
     for name in pods_to_clean(status, pods, policy):
-        if client.delete("v1", "Pod", job["metadata"]["namespace"], name):
-            result.deleted.append(f"Pod/{name}")
+        api_version, kind = ("batch/v1", "Job") if name in launchers else ("v1", "Pod")
+        if client.delete(api_version, kind, job["metadata"]["namespace"], name):
+            result.deleted.append(f"{kind}/{name}")

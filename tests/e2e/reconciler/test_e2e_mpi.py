@@ -112,3 +112,19 @@ def test_workers_stored_through_the_webhook_carry_a_security_context_their_sshd_
     cluster.kubectl("delete", "pod", "llm-worker-0", "-n", namespace, "--wait=false").check()
     reconcile(transport, policies, namespace)
     assert cluster.get_object("secret", "llm-ssh", namespace)["data"] == secret["data"]
+
+
+def test_a_failed_job_with_clean_pod_policy_running_deletes_its_running_launcher_job(
+        cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
+    create_job(cluster, namespace, framework="mpi", replicas=2, runPolicy={"cleanPodPolicy": "Running"})
+    reconcile(transport, policies, namespace)
+    for pod in WORKERS:
+        set_ready(cluster, namespace, pod, True)
+    reconcile(transport, policies, namespace)
+    cluster.kubectl("patch", "job", "llm-launcher-0", "-n", namespace, "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": {"active": 1}})).check()
+    cluster.kubectl("patch", "pod", "llm-worker-0", "-n", namespace, "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": {"phase": "Failed"}})).check()
+    outcome, _ = reconcile(transport, policies, namespace)
+    assert cluster.get_object("trainingjob", "llm", namespace)["status"]["phase"] == "Failed"
+    assert sorted(outcome.deleted) == ["Job/llm-launcher-0", "Pod/llm-worker-1"]
