@@ -24,6 +24,8 @@ __all__ = ["PATHS", "ApiError", "KubeClient", "Transport", "WriteObserver", "col
            "object_path", "rate_limited"]
 
 REQUEST_TIMEOUT = 30.0
+# a batch Job deleted without a propagation policy orphans its pods (the API's default for batch/v1 Jobs)
+BACKGROUND = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
 
 # kind -> (API prefix, plural) for namespaced kinds the reconciler reads or writes
 PATHS: dict[tuple[str, str], tuple[str, str]] = {
@@ -34,6 +36,7 @@ PATHS: dict[tuple[str, str], tuple[str, str]] = {
     ("v1", "Event"): ("/api/v1", "events"),
     ("v1", "PersistentVolumeClaim"): ("/api/v1", "persistentvolumeclaims"),
     ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments"),
+    ("batch/v1", "Job"): ("/apis/batch/v1", "jobs"),  # an MPI job's launcher
     ("autoscaling/v2", "HorizontalPodAutoscaler"): ("/apis/autoscaling/v2", "horizontalpodautoscalers"),
     ("gateway.networking.k8s.io/v1", "HTTPRoute"): ("/apis/gateway.networking.k8s.io/v1", "httproutes"),
     ("coordination.k8s.io/v1", "Lease"): ("/apis/coordination.k8s.io/v1", "leases"),
@@ -136,7 +139,8 @@ class KubeClient:
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
         """False when it was already gone."""
         try:
-            self._write("delete", kind, "DELETE", object_path(api_version, kind, namespace, name), None)
+            self._write("delete", kind, "DELETE", object_path(api_version, kind, namespace, name),
+                        BACKGROUND if kind == "Job" else None)
         except ApiError as exc:
             if exc.status == 404:
                 return False

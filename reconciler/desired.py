@@ -6,12 +6,14 @@ maps are built in a fixed order, and nothing reads the clock or random numbers.
 TrainingJob (`mlgate.dev/v1alpha1`) -> in this order:
 1. a PodGroup `<job>` when `spec.scheduling.gang` is true: Volcano `scheduling.volcano.sh/v1beta1`
    (minMember, queue (default "default"), priorityClassName) or coscheduling `scheduling.x-k8s.io/v1alpha1`
-   (minMember); minMember = `scheduling.minMember` (capped at the pod count) or every pod (ml-domain §2);
+   (minMember); minMember = `scheduling.minMember` (capped at the pod count) or every pod (ml-domain §2), an MPI
+   launcher not counted (it is created once the workers run: launcher.py);
 2. for MPI, a ConfigMap `<job>-config` with key `hostfile`, mounted read-only at /etc/mpi in the launcher, and
    the SSH Secret `<job>-ssh` mounted in every pod, workers running sshd (mpi.py);
 3. one headless Service `<job>` (`clusterIP: None`, `publishNotReadyAddresses` so peers resolve while
    starting) selecting every pod of the job, with the framework port (see frameworks.py for DNS);
-4. one Pod per replica `<job>-<role lower>-<index>`, in render.training_roles order.
+4. one Pod per replica `<job>-<role lower>-<index>`, in render.training_roles order; an MPI launcher is a batch
+   Job of that name instead, which retries and is created once every worker is Ready (launcher.py).
 Every child has an ownerReference to the job with `controller: true` and the label `mlgate.dev/job-name`.
 Pods also carry `mlgate.dev/replica-type` (lowercase role) and `mlgate.dev/replica-index`, the template's
 labels and annotations, `hostname`/`subdomain`, and `restartPolicy: Never` (the reconciler replaces failed
@@ -67,6 +69,8 @@ MPI_VOLUME = "mlgate-mpi"
 CHECKPOINT_ENV = ("CHECKPOINT_DIR", "CHECKPOINT_URI")
 MODEL_CONFIG_ENV = (("dataPath", "DATA_PATH"), ("outputPath", "OUTPUT_PATH"))  # modelConfig field -> env name
 PODGROUP_API = {"volcano": "scheduling.volcano.sh/v1beta1", "coscheduling": "scheduling.x-k8s.io/v1alpha1"}
+LAUNCHER_JOB_API, LAUNCHER_JOB_KIND = "batch/v1", "Job"
+LAUNCHER_RESTART_POLICY = "OnFailure"  # mpi-operator's DefaultLauncherRestartPolicy
 
 
 def desired_children(job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -85,7 +89,11 @@ def desired_children(job: dict[str, Any]) -> list[dict[str, Any]]:
                                 data={frameworks.HOSTFILE_KEY: frameworks.hostfile(topo)}))
         children.append(child_object("v1", "Secret", job, mpi.ssh_secret_name(name), **mpi.ssh_secret_body()))
     children.append(_headless_service(job, topo))
-    children.extend(_pod(job, topo, replica) for replica in topo.replicas)
+    backoff_limit = (spec.get("runPolicy") or {}).get("backoffLimit")
+    for replica in topo.replicas:
+        pod = _pod(job, topo, replica)
+        mpi_launcher = topo.framework == "mpi" and replica.role == "Launcher"
+        children.append(_launcher_job(pod, backoff_limit) if mpi_launcher else pod)
     return children
 
 
@@ -135,7 +143,9 @@ def _podgroup(job: dict[str, Any], topo: Topology) -> dict[str, Any] | None:
     scheduler = scheduling.get("scheduler")
     if scheduling.get("gang") is not True or scheduler not in PODGROUP_API:
         return None
-    total = len(topo.replicas)
+    # an MPI launcher waits for every worker to be Ready (launcher.py): a group that counted it would never
+    # let the workers be placed, so it counts the workers and the launcher joins the running group later
+    total = len(topo.replicas) - (1 if topo.framework == "mpi" else 0)
     wanted = scheduling.get("minMember")
     spec: dict[str, Any] = {"minMember": min(wanted, total) if isinstance(wanted, int) and wanted > 0 else total}
     if scheduler == "volcano":
@@ -168,12 +178,13 @@ def _pod(job: dict[str, Any], topo: Topology, replica: Replica) -> dict[str, Any
     env = (frameworks.framework_env(topo, replica) + _hyperparameters(spec) + _model_config(spec)
            + _checkpoint(spec, pod_spec, main))
     if topo.framework == "mpi":
-        _mount(pod_spec, main, *mpi.ssh_volume(topo.job))
+        layout = mpi.ssh_layout(spec)
+        _mount(pod_spec, main, *mpi.ssh_volume(topo.job, layout))
         if replica.role == "Launcher":
             _mount(pod_spec, main, {"name": MPI_VOLUME, "configMap": {"name": f"{topo.job}-config"}},
                    {"name": MPI_VOLUME, "mountPath": frameworks.MPI_DIR, "readOnly": True})
         else:
-            mpi.run_sshd(main)
+            mpi.run_sshd(main, layout)
     set_env(main, env)
     wait = peer_wait.wait_for_peer(topo, replica, main)
     if wait is not None:  # first: the job's own init containers may need the peer too
@@ -184,6 +195,20 @@ def _pod(job: dict[str, Any], topo: Topology, replica: Replica) -> dict[str, Any
     if annotations:
         pod["metadata"]["annotations"] = annotations
     return pod
+
+
+def _launcher_job(pod: dict[str, Any], backoff_limit: Any) -> dict[str, Any]:
+    """The launcher pod, as the batch Job that runs it and retries it (launcher.py says why)."""
+    meta = pod["metadata"]
+    template_meta: dict[str, Any] = {"labels": dict(meta.get("labels") or {})}
+    if meta.get("annotations"):
+        template_meta["annotations"] = dict(meta["annotations"])
+    spec: dict[str, Any] = {"template": {"metadata": template_meta,
+                                         "spec": {**pod["spec"], "restartPolicy": LAUNCHER_RESTART_POLICY}}}
+    if isinstance(backoff_limit, int) and not isinstance(backoff_limit, bool) and backoff_limit >= 0:
+        spec["backoffLimit"] = backoff_limit
+    job_meta = {k: v for k, v in meta.items() if k != "annotations"}
+    return {"apiVersion": LAUNCHER_JOB_API, "kind": LAUNCHER_JOB_KIND, "metadata": job_meta, "spec": spec}
 
 
 def _scheduling(scheduling: dict[str, Any], topo: Topology, replica: Replica, pod_spec: dict[str, Any],

@@ -85,8 +85,11 @@ def invalid_name(owner: dict[str, Any]) -> str | None:
 def _names(child: dict[str, Any]) -> list[tuple[str, str, bool]]:
     """(what, value, must be a label) for the names the API validates on this child."""
     spec = child.get("spec") or {}
-    out = [("name", str(child["metadata"]["name"]), child["kind"] == "Service")]
-    if child["kind"] == "Pod":
+    # a Job's name becomes the value of its pods' job-name label, so it is held to a label's 63 characters too
+    out = [("name", str(child["metadata"]["name"]), child["kind"] in ("Service", "Job"))]
+    if child["kind"] == "Job":
+        spec = (spec.get("template") or {}).get("spec") or {}
+    if child["kind"] in ("Pod", "Job"):
         out += [(f"spec.{key}", str(spec[key]), True) for key in ("hostname", "subdomain") if spec.get(key)]
     return out
 

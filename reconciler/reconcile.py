@@ -2,7 +2,8 @@
 
 `reconcile_training_job(client, namespace, name, policies)` runs passes.py's skeleton with `TrainingPass`:
 1. Read the job (from the informers' cache under the controller); gone -> nothing to do.
-2. Being deleted -> delete its children (pods, then services, config maps, pod groups), and only when none is
+2. Being deleted -> delete its children (pods, an MPI launcher Job, then services, config maps, pod groups), and
+   only when none is
    left remove the finalizer `mlgate.dev/cleanup` (a merge patch carrying resourceVersion). A restart mid-way
    simply runs this again: deletes are idempotent and the finalizer goes last.
    `spec.checkpoint.retain` (default true) decides the checkpoint claim's fate in between: with retain false
@@ -24,7 +25,8 @@
 5. Restarts: with runPolicy.backoffLimit, failed pods are deleted and recreated while the restarts used (the
    job annotation `mlgate.dev/restarts`, written BEFORE the deletes so a crash never under-counts) stay within
    the limit; beyond it the status says Failed/BackoffLimitExceeded.
-6. Children: list what the job owns (label `mlgate.dev/job-name` AND an ownerReference with the job's uid),
+6. Children: an MPI launcher (a batch Job) is created only once every worker pod is Ready (launcher.py).
+   List what the job owns (label `mlgate.dev/job-name` AND an ownerReference with the job's uid),
    create every desired child that is missing (a deleted pod or service comes back) unless the job already
    finished. A create a ResourceQuota refuses (403 "exceeded quota", or "failed quota" for a pod without the
    requests or limits the quota requires) does not stop the pass: the other children are still created, the
@@ -52,7 +54,8 @@
    to a phase with a condition (all but Pending) records a Kubernetes Event (reason and message of the phase's
    condition; best effort), and so does each change of the Stalled condition's status or reason (Warning while
    True) unless the phase's event had that reason.
-8. Completion: once Succeeded or Failed, pods are deleted per runPolicy.cleanPodPolicy (`pods_to_clean`), and
+8. Completion: once Succeeded or Failed, pods (and an MPI launcher Job, as its pod) are deleted per
+   runPolicy.cleanPodPolicy (`pods_to_clean`), and
    a job past activeDeadlineSeconds loses its unfinished pods; ttlSecondsAfterFinished after completionTime
    the job itself is deleted (and the finalizer pass removes what is left).
 """
@@ -80,6 +83,7 @@ from .children import (
 )
 from .client import KubeClient
 from .desired import JOB_LABEL, desired_children
+from .launcher import is_launcher_job, launcher_as_pod, waiting_for_workers
 from .mpi import ssh_secret_name
 from .passes import Context, Converged, Plan, Written, run_pass
 from .preflight import invalid_name, namespace_facts, violation
@@ -102,7 +106,7 @@ __all__ = ["FINALIZER", "JOB_API", "TRAINING", "TrainingPass", "reconcile_traini
 log = logging.getLogger("mlgate.reconciler")
 JOB_API, JOB_KIND = "mlgate.dev/v1alpha1", "TrainingJob"
 TRAINING = OwnerKind(JOB_API, JOB_KIND, JOB_LABEL, (  # deleted in this order: pods first, so nothing runs alone
-    ("v1", "Pod"), ("v1", "Service"), ("v1", "ConfigMap"),
+    ("v1", "Pod"), ("batch/v1", "Job"), ("v1", "Service"), ("v1", "ConfigMap"),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"), ("scheduling.x-k8s.io/v1alpha1", "PodGroup")))
 RESTARTS_ANNOTATION = "mlgate.dev/restarts"  # pod restarts used, counted per job against runPolicy.backoffLimit
 
@@ -125,6 +129,7 @@ class TrainingPass:
         owned = owned_children(ctx.reader, job, TRAINING, _listed_kinds(job, desired))
         if _spec_changed(job) or any(child["kind"] == "Secret" for child in desired):
             _add_ssh_secret(ctx.reader, job, owned)
+        desired = waiting_for_workers(desired, set(owned), _of_kind(owned, "Pod"))  # an MPI launcher waits
         return Plan(job, verdict, desired, owned)
 
     def replan(self, ctx: Context, fresh: dict[str, Any], plan: Plan) -> Plan:
@@ -149,7 +154,8 @@ class TrainingPass:
         run_policy = spec.get("runPolicy") or {}
         deadline, limit = run_policy.get("activeDeadlineSeconds"), run_policy.get("backoffLimit")
         desired_keys = {key(c) for c in plan.desired}
-        seen = Observation(pods=_of_kind(owned, "Pod"), expected=dict(render.training_roles(spec)),
+        launchers = [launcher_as_pod(j) for j in _of_kind(owned, "Job") if is_launcher_job(j)]
+        seen = Observation(pods=_of_kind(owned, "Pod") + launchers, expected=dict(render.training_roles(spec)),
                            created=bool(desired_keys) and desired_keys <= set(owned),
                            violation=verdict.message if verdict else None,
                            deadline_seconds=deadline if isinstance(deadline, int) else None,
@@ -173,7 +179,7 @@ class TrainingPass:
 
     def settle(self, ctx: Context, written: Written, result: PassResult) -> None:
         job, status = written.plan.owner, written.status
-        _clean_up(ctx.client, job, status, _of_kind(written.plan.owned, "Pod"), result)
+        _clean_up(ctx.client, job, status, written.plan.owned, result)
         if ttl_expired(job, status, ctx.now()):
             meta = job["metadata"]
             ctx.client.delete(JOB_API, JOB_KIND, meta["namespace"], meta["name"])  # the finalizer pass cleans up
@@ -355,9 +361,14 @@ def ttl_expired(job: dict[str, Any], status: dict[str, Any], now: str) -> bool:
     return (parse_time(now) - parse_time(str(done))).total_seconds() >= ttl
 
 
-def _clean_up(client: KubeClient, job: dict[str, Any], status: dict[str, Any], pods: list[dict[str, Any]],
+def _clean_up(client: KubeClient, job: dict[str, Any], status: dict[str, Any], owned: dict[ChildKey, dict[str, Any]],
               result: PassResult) -> None:
+    """cleanPodPolicy's pods, and an MPI launcher Job as its pod: a running launcher past the deadline goes too
+    (deleted with its pods: client.delete propagates in the background)."""
     policy = str(((job.get("spec") or {}).get("runPolicy") or {}).get("cleanPodPolicy") or "None")
+    launchers = {str(j["metadata"]["name"]): j for j in _of_kind(owned, "Job") if is_launcher_job(j)}
+    pods = _of_kind(owned, "Pod") + [launcher_as_pod(j) for j in launchers.values()]
     for name in pods_to_clean(status, pods, policy):
-        if client.delete("v1", "Pod", job["metadata"]["namespace"], name):
-            result.deleted.append(f"Pod/{name}")
+        api_version, kind = ("batch/v1", "Job") if name in launchers else ("v1", "Pod")
+        if client.delete(api_version, kind, job["metadata"]["namespace"], name):
+            result.deleted.append(f"{kind}/{name}")

@@ -7,10 +7,24 @@ Fields and values written:
 - `spec.tolerations` += `{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}` on pods
   that ask for GPUs (the taint GPU node pools carry; GKE/AKS/EKS GPU docs).
 - `securityContext` hardening from the Pod Security Standards restricted profile
-  (https://kubernetes.io/docs/concepts/security/pod-security-standards/): container
-  `allowPrivilegeEscalation: false`, `capabilities.drop: [ALL]`, pod
-  `seccompProfile.type: RuntimeDefault`; `runAsNonRoot: true` only when asked, since it stops
-  images that run as root. Privileged containers and Windows pods are left alone.
+  (https://kubernetes.io/docs/concepts/security/pod-security-standards/), only where it cannot stop a
+  working image: container `allowPrivilegeEscalation: false`, pod `seccompProfile.type: RuntimeDefault`,
+  and `capabilities.drop: [ALL]` (with `add: [NET_BIND_SERVICE]`) only on a container that provably runs as
+  non-root: its effective `runAsUser` (container, else pod) above 0, or `runAsNonRoot: true` (the kubelet
+  refuses to start such a container as uid 0). A root process without capabilities cannot do what root
+  images do at start: OpenSSH's privilege separation needs SYS_CHROOT, SETUID and SETGID (`chroot("/run/sshd"):
+  Operation not permitted`), apt-get's `_apt` sandbox SETUID/SETGID, `apk add` CHOWN, DAC_OVERRIDE and FOWNER,
+  writing into a volume of another uid DAC_OVERRIDE. So a container that runs as root, or may, keeps its
+  capabilities, and the workload's notes say so ("capabilities kept: ..."); the restricted profile's check
+  still warns. NET_BIND_SERVICE stays in `add` (the one capability restricted allows back) because a binary
+  with that file capability and the effective bit (mpi-operator's base image: `setcap
+  CAP_NET_BIND_SERVICE=+eip /usr/sbin/sshd`, kubeflow/mpi-operator v0.6.0 build/base/Dockerfile) fails to exec
+  with EPERM when the bounding set lacks it (capabilities(7), "Safety checking for capability-dumb binaries").
+  `allowPrivilegeEscalation: false` (no_new_privs) only stops a process gaining privileges through setuid or
+  file-capability binaries: a root process has them already, so it is not gated on the user (a non-root
+  image that calls sudo at start does need `allowPrivilegeEscalation: true` written in its manifest).
+  `runAsNonRoot: true` only when asked, since it stops images that run as root. Privileged containers and
+  Windows pods are left alone.
 - Run policy: Kubeflow replica `restartPolicy`, `runPolicy.backoffLimit`,
   `runPolicy.cleanPodPolicy` (training-operator v1 `RunPolicy`); Job `backoffLimit` and pod
   `restartPolicy` (batch/v1 requires Never or OnFailure).
@@ -34,6 +48,7 @@ from pydantic import Field
 from mlgate.model import pointer
 from mlgate.model.workload import PodTemplate, Unwritable, Workload, as_dict, as_list
 from mlgate.rules.common import pod_gpu_count, quantity, regular_gpus
+from mlgate.rules.pod_security import Capability
 from mlgate.rules.registry import Context, NoParams, Params, mutation
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -93,7 +108,14 @@ def _tolerates(toleration: Any, key: str, effect: str) -> bool:
 
 class SecurityParams(Params):
     disallow_privilege_escalation: bool = Field(default=True, description="set allowPrivilegeEscalation: false")
-    drop_all_capabilities: bool = Field(default=True, description="set capabilities.drop: [ALL]")
+    drop_all_capabilities: bool = Field(default=True, description="set capabilities.drop: [ALL] on containers "
+                                        "that provably run as non-root (runAsUser above 0 or runAsNonRoot: "
+                                        "true); one that may run as root keeps its capabilities (sshd, apt-get "
+                                        "and apk need them)")
+    keep_capabilities: list[Capability] = Field(
+        default_factory=lambda: ["NET_BIND_SERVICE"],
+        description="added back beside drop: [ALL], so binaries carrying these file capabilities still exec "
+                    "(the restricted profile allows only NET_BIND_SERVICE)")
     seccomp_runtime_default: bool = Field(default=True, description="set the pod's seccompProfile RuntimeDefault")
     run_as_non_root: bool = Field(default=False, description="set runAsNonRoot: true (breaks images that run as "
                                   "root)")
@@ -118,20 +140,56 @@ def security_context(workload: Workload, params: SecurityParams, context: Contex
                 sc["runAsNonRoot"] = True
             changed = True
         names = _name_counts(template)
+        pod_sc = as_dict(template.spec.get("securityContext"))  # as written above: runAsNonRoot counts
+        kept = []
         for key, index, container in template.regular_containers():
-            changed |= _harden_container(template, key, index, container, params, names=names)
+            changed |= _harden_container(template, key, index, container, params, names=names, pod_sc=pod_sc)
+            if params.drop_all_capabilities and _keeps_capabilities(pod_sc, container):
+                kept.append(template.path(key, index))
+        note = _kept_note(kept)
+        if note and note not in workload.notes:
+            workload.notes.append(note)
     return changed
 
 
+def _kept_note(paths: list[str]) -> str | None:
+    """One note per pod template, however many containers it has."""
+    if not paths:
+        return None
+    if len(paths) == 1:
+        return f"capabilities kept: the container at {paths[0]} may run as root"
+    return f"capabilities kept: {len(paths)} containers may run as root, the first at {paths[0]}"
+
+
+def runs_as_non_root(pod_sc: dict[str, Any], container_sc: dict[str, Any]) -> bool:
+    """The container provably runs as a user other than root: its effective runAsUser (the container's, else the
+    pod's) is above 0, or, with none, runAsNonRoot is true (the kubelet then refuses uid 0). An image's USER is
+    not known at admission."""
+    user = container_sc.get("runAsUser")
+    user = pod_sc.get("runAsUser") if user is None else user
+    if isinstance(user, int) and not isinstance(user, bool):
+        return user > 0
+    non_root = container_sc.get("runAsNonRoot")
+    return (pod_sc.get("runAsNonRoot") if non_root is None else non_root) is True
+
+
+def _keeps_capabilities(pod_sc: dict[str, Any], container: dict[str, Any]) -> bool:
+    """A container the rule left its capabilities because it may run as root (not one that set a drop itself)."""
+    sc = as_dict(container.get("securityContext"))
+    return not sc.get("privileged") and as_dict(sc.get("capabilities")).get("drop") is None \
+        and not runs_as_non_root(pod_sc, sc)
+
+
 def _harden_container(template: PodTemplate, key: str, index: int, container: dict[str, Any],
-                      params: SecurityParams, *, names: Counter[str]) -> bool:
+                      params: SecurityParams, *, names: Counter[str], pod_sc: dict[str, Any]) -> bool:
     sc = as_dict(container.get("securityContext"))
     if sc.get("privileged"):
         return False  # the API server refuses allowPrivilegeEscalation=false with privileged=true
     wanted: dict[str, Any] = {}
     if params.disallow_privilege_escalation and sc.get("allowPrivilegeEscalation") is None:
         wanted["allowPrivilegeEscalation"] = False
-    if params.drop_all_capabilities and as_dict(sc.get("capabilities")).get("drop") is None:
+    if params.drop_all_capabilities and as_dict(sc.get("capabilities")).get("drop") is None \
+            and runs_as_non_root(pod_sc, sc):
         wanted["drop"] = ["ALL"]
     if not wanted:
         return False
@@ -139,7 +197,11 @@ def _harden_container(template: PodTemplate, key: str, index: int, container: di
     target = _field(_container_target(template, key, index, container, names), "securityContext", dict,
                     template.path(*at))
     if "drop" in wanted:
-        _field(target, "capabilities", dict, template.path(*at, "capabilities"))["drop"] = wanted.pop("drop")
+        capabilities = _field(target, "capabilities", dict, template.path(*at, "capabilities"))
+        capabilities["drop"] = wanted.pop("drop")
+        if params.keep_capabilities:
+            added = _field(capabilities, "add", list, template.path(*at, "capabilities", "add"))
+            added.extend(c for c in params.keep_capabilities if c not in added)
     target.update(wanted)
     return True
 

@@ -49,8 +49,8 @@ def test_a_jobset_is_stored_with_its_defaults(webhook: WebhookProcess, cluster: 
     stored = cluster.get_object("jobset", bare["metadata"]["name"], namespace)
     pod = stored["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    assert pod["containers"][0]["securityContext"] == {"allowPrivilegeEscalation": False,
-                                                       "capabilities": {"drop": ["ALL"]}}
+    assert pod["containers"][0]["securityContext"] == {"allowPrivilegeEscalation": False,  # runAsUser 1000
+                                                       "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}
     assert pod["volumes"][0]["emptyDir"]["medium"] == "Memory"  # /dev/shm for an 8-pod GPU job
 
 

@@ -15,7 +15,9 @@ def by_name(children: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def pods(job: dict[str, Any]) -> list[dict[str, Any]]:
-    return [c for c in desired_children(job) if c["kind"] == "Pod"]
+    """The pods, an MPI launcher Job as the pod its template makes."""
+    return [c if c["kind"] == "Pod" else {**c, "spec": c["spec"]["template"]["spec"]}
+            for c in desired_children(job) if c["kind"] in ("Pod", "Job")]
 
 
 def env(pod: dict[str, Any]) -> dict[str, str]:
@@ -295,10 +297,12 @@ def test_volcano_podgroup_takes_min_member_priority_and_the_default_queue():
     assert pods(job)[0]["spec"]["priorityClassName"] == "high"
 
 
-def test_mpi_podgroup_counts_the_launcher():
+def test_mpi_podgroup_counts_the_workers_only_since_the_launcher_waits_for_them():
     job = change(trainingjob(replicas=2), "/spec/framework", "mpi")
     job = change(job, "/spec/scheduling", {"gang": True, "scheduler": "volcano"})
-    assert desired_children(job)[0]["spec"]["minMember"] == 3
+    assert desired_children(job)[0]["spec"]["minMember"] == 2
+    job = change(job, "/spec/scheduling/minMember", 3)
+    assert desired_children(job)[0]["spec"]["minMember"] == 2
 
 
 def test_coscheduling_gang_gets_a_scheduler_plugins_podgroup_and_pod_label():

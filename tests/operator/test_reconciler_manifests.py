@@ -10,7 +10,7 @@ from mlgate_reconciler.controller import OWNERS
 RECONCILER = Path(__file__).resolve().parents[2] / "manifests" / "reconciler"
 RESOURCES = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Deployment": "deployments",
              "HorizontalPodAutoscaler": "horizontalpodautoscalers", "PodGroup": "podgroups",
-             "HTTPRoute": "httproutes"}
+             "HTTPRoute": "httproutes", "Job": "jobs"}
 
 
 def documents(name: str) -> list[dict]:

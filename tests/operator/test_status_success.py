@@ -1,6 +1,7 @@
 """Which pods count, when a job succeeds, and when its clock starts: pods come from desired.py (so they carry its
 labels), built from one minimal TrainingJob with one change each."""
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -8,6 +9,7 @@ from builders import change, trainingjob
 
 from mlgate.workloads import render
 from mlgate_reconciler.desired import desired_children
+from mlgate_reconciler.launcher import launcher_as_pod
 from mlgate_reconciler.status import Observation, compute_status, replica_statuses, success_roles
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
@@ -82,10 +84,25 @@ def test_a_tensorflow_job_succeeds_when_its_chief_does_with_parameter_servers_an
     assert status["completionTime"] == T0
 
 
-def test_an_mpi_job_succeeds_when_its_launcher_does():
+def mpi_observed(launcher_status: dict[str, Any]) -> Observation:
+    """An MPI job's running workers and its launcher Job with `launcher_status`, as the pass shows them."""
     mpi = change(JOB, "/spec/framework", "mpi")
-    status = compute_status(None, 1, observe(mpi, llm_launcher_0="Succeeded"), T0)
+    seen = observe(mpi)
+    launcher = next(c for c in desired_children(mpi) if c["kind"] == "Job")
+    return replace(seen, pods=[*seen.pods, launcher_as_pod({**launcher, "status": launcher_status})])
+
+
+def test_an_mpi_job_succeeds_when_its_launcher_job_completes():
+    status = compute_status(None, 1, mpi_observed({"conditions": [{"type": "Complete", "status": "True"}]}), T0)
     assert (status["phase"], cond(status, "Succeeded")["reason"]) == ("Succeeded", "LauncherSucceeded")
+
+
+def test_an_mpi_job_runs_while_its_launcher_job_has_an_active_pod_and_fails_when_the_job_does():
+    assert compute_status(None, 1, mpi_observed({"active": 1}), T0)["phase"] == "Running"
+    assert compute_status(None, 1, mpi_observed({}), T0)["phase"] == "Created"
+    failed = mpi_observed({"failed": 4, "conditions": [{"type": "Failed", "status": "True",
+                                                         "reason": "BackoffLimitExceeded"}]})
+    assert compute_status(None, 1, failed, T0)["phase"] == "Failed"
 
 
 def test_a_pytorch_job_succeeds_when_its_master_does():

@@ -175,7 +175,7 @@ def test_cel_outcomes_are_reused_across_jobs_that_differ_only_where_no_rule_look
         assert refusals(catalog, uri) == []
     both = change(TJ, "/spec/checkpoint", {"uri": "s3://ckpt/x", "claimName": "c", "mountPath": "/c"})
     assert refusals(catalog, both) == [("cel", "/spec/checkpoint", "invalid value")]
-    assert len(catalog._cel.outcomes) == 10  # the spec's 7 rules, resources, and the checkpoint block twice
+    assert len(catalog._cel.outcomes) == 11  # the spec's 8 rules, resources, and the checkpoint block twice
 
 
 # --- the OpenAPI extensions and CEL features, on a CRD of their own -------------------------------------

@@ -79,12 +79,68 @@ def test_run_as_non_root_is_only_set_when_the_policy_asks():
 
 def test_trainingjob_security_defaults_land_in_the_template_overlay():
     obj = change(trainingjob(), "/spec/template", DELETE)
-    result, _ = patched(obj, "defaults.security-context")
+    result, decision = patched(obj, "defaults.security-context")
     overlay = result["spec"]["template"]["spec"]
-    assert overlay["containers"] == [
-        {"name": "pytorch", "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
-    ]
+    assert overlay["containers"] == [{"name": "pytorch", "securityContext": {"allowPrivilegeEscalation": False}}]
     assert overlay["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert decision.notes == ["capabilities kept: the container at /spec/template/spec/containers/0 may run as root"]
+
+
+def root_pod(pod_sc=None, container_sc=None):
+    obj = change(pod(), "/spec/securityContext", pod_sc or {})
+    return change(obj, "/spec/containers/0/securityContext", container_sc or {})
+
+
+@pytest.mark.parametrize("pod_sc, container_sc", [
+    ({}, {}),
+    ({"runAsUser": 0}, {}),
+    ({"runAsUser": 1000}, {"runAsUser": 0}),
+    ({"runAsNonRoot": True, "runAsUser": 0}, {}),
+    ({"runAsNonRoot": True}, {"runAsNonRoot": False}),
+    ({"runAsGroup": 1000, "fsGroup": 1000}, {}),
+])
+def test_a_container_that_may_run_as_root_keeps_its_capabilities(pod_sc, container_sc):
+    result, decision = patched(root_pod(pod_sc, container_sc), "defaults.security-context")
+    assert "capabilities" not in result["spec"]["containers"][0]["securityContext"]
+    assert decision.notes == ["capabilities kept: the container at /spec/containers/0 may run as root"]
+
+
+@pytest.mark.parametrize("pod_sc, container_sc", [
+    ({"runAsUser": 1000}, {}),
+    ({}, {"runAsUser": 1000}),
+    ({"runAsUser": 0}, {"runAsUser": 1000}),
+    ({"runAsNonRoot": True}, {}),
+    ({}, {"runAsNonRoot": True}),
+])
+def test_a_container_that_provably_runs_as_non_root_drops_all_but_net_bind_service(pod_sc, container_sc):
+    result, decision = patched(root_pod(pod_sc, container_sc), "defaults.security-context")
+    capabilities = result["spec"]["containers"][0]["securityContext"]["capabilities"]
+    assert capabilities == {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}
+    assert decision.notes == []
+
+
+def test_run_as_non_root_asked_of_the_policy_makes_the_drop_safe():
+    result, decision = patched(root_pod(), "defaults.security-context", {"runAsNonRoot": True})
+    assert result["spec"]["containers"][0]["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert decision.notes == []
+
+
+def test_capabilities_a_non_root_container_adds_are_kept_beside_the_drop():
+    obj = root_pod({"runAsUser": 1000}, {"capabilities": {"add": ["IPC_LOCK"]}})
+    result, _ = patched(obj, "defaults.security-context")
+    capabilities = result["spec"]["containers"][0]["securityContext"]["capabilities"]
+    assert capabilities == {"add": ["IPC_LOCK", "NET_BIND_SERVICE"], "drop": ["ALL"]}
+
+
+def test_no_capability_is_added_back_when_the_policy_keeps_none():
+    obj = root_pod({"runAsUser": 1000})
+    result, _ = patched(obj, "defaults.security-context", {"keepCapabilities": []})
+    assert result["spec"]["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_a_container_with_its_own_drop_gets_no_note():
+    obj = root_pod({}, {"capabilities": {"drop": ["NET_RAW"]}})
+    assert patched(obj, "defaults.security-context")[1].notes == []
 
 
 def test_run_policy_defaults_for_a_pytorchjob():
@@ -154,3 +210,10 @@ def test_defaults_report_exactly_when_they_change_the_object(rule, build):
     before = copy.deepcopy(obj)
     claimed = spec.mutate(extract(obj), spec.params(), Context())
     assert claimed is (obj != before)
+
+
+def test_a_pod_with_several_root_containers_gets_one_note_naming_the_first():
+    obj = root_pod()
+    obj["spec"]["containers"].append({"name": "sidecar", "image": "registry.example/side:1.0"})
+    decision = patched(obj, "defaults.security-context")[1]
+    assert decision.notes == ["capabilities kept: 2 containers may run as root, the first at /spec/containers/0"]

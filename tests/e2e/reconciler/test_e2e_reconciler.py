@@ -273,52 +273,6 @@ def test_live_xgboost_pods_carry_the_tracker_variables_and_workers_wait_for_the_
     assert "initContainers" not in cluster.get_object("pod", "llm-master-0", namespace)["spec"]
 
 
-def test_an_mpi_gang_job_gets_a_podgroup_and_a_hostfile_and_deletion_removes_them_all(
-        cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
-    create_job(cluster, namespace, framework="mpi", replicas=2, scheduling={"scheduler": "volcano", "gang": True})
-    outcome, _ = reconcile(transport, policies, namespace)
-    assert outcome.created == ["PodGroup/llm", "ConfigMap/llm-config", "Secret/llm-ssh", "Service/llm",
-                               "Pod/llm-launcher-0", "Pod/llm-worker-0", "Pod/llm-worker-1"]
-    group = cluster.get_object("podgroups.scheduling.volcano.sh", "llm", namespace)
-    assert group["spec"]["minMember"] == 3 and group["metadata"]["ownerReferences"][0]["controller"] is True
-    hostfile = cluster.get_object("configmap", "llm-config", namespace)["data"]["hostfile"]
-    assert hostfile.splitlines() == [f"llm-worker-{i}.llm.{namespace}.svc slots=1" for i in range(2)]
-    assert env_of(cluster, namespace, "llm-launcher-0")["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
-    assert dict(reconcile(transport, policies, namespace)[1].writes) == {}
-    cluster.kubectl("delete", "trainingjob", "llm", "-n", namespace, "--wait=false").check()
-    assert reconcile(transport, policies, namespace)[0].finalized
-    wait_for("the job to be gone", lambda: not cluster.kubectl("get", "trainingjob", "llm", "-n", namespace).ok,
-             WAIT)
-    for kind in ("pods", "services", "configmaps", "secrets", "podgroups.scheduling.volcano.sh"):
-        assert [n for n in names(cluster, kind, namespace) if n.startswith("llm")] == [], kind
-
-
-def test_an_mpi_job_gets_its_ssh_secret_mounted_in_the_launcher_and_the_workers_and_sshd_on_the_workers(
-        cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
-    create_job(cluster, namespace, framework="mpi", replicas=2, resources={"gpu": 4, "cpu": "4", "memory": "16Gi"},
-               command=["mpirun", "python", "train.py"])
-    reconcile(transport, policies, namespace)
-    secret = cluster.get_object("secret", "llm-ssh", namespace)
-    assert secret["type"] == "kubernetes.io/ssh-auth"
-    assert sorted(secret["data"]) == ["ssh-privatekey", "ssh-publickey"]
-    assert secret["metadata"]["ownerReferences"][0]["controller"] is True
-    for pod in ("llm-launcher-0", "llm-worker-0", "llm-worker-1"):
-        spec = cluster.get_object("pod", pod, namespace)["spec"]
-        volume = next(v for v in spec["volumes"] if v["name"] == "ssh-auth")
-        assert (volume["secret"]["secretName"], volume["secret"]["defaultMode"]) == ("llm-ssh", 0o600), pod
-        assert {"name": "ssh-auth", "mountPath": "/root/.ssh"} in [
-            {k: m[k] for k in ("name", "mountPath")} for m in spec["containers"][0]["volumeMounts"]], pod
-        expected = ["mpirun", "python", "train.py"] if pod == "llm-launcher-0" else ["/usr/sbin/sshd", "-De"]
-        assert spec["containers"][0]["command"] == expected, pod
-    launcher = env_of(cluster, namespace, "llm-launcher-0")
-    assert launcher["OMPI_MCA_orte_set_default_slots"] == "4"
-    assert launcher["NVIDIA_VISIBLE_DEVICES"] == ""
-    # the keys are made once: a later pass, and a recreated launcher, use the same Secret
-    cluster.kubectl("delete", "pod", "llm-launcher-0", "-n", namespace, "--wait=false").check()
-    reconcile(transport, policies, namespace)
-    assert cluster.get_object("secret", "llm-ssh", namespace)["data"] == secret["data"]
-
-
 def test_a_pytorch_job_with_4_gpus_per_pod_starts_4_torchrun_processes_per_pod(
         cluster: ControlPlane, namespace: str, transport: Transport, policies: PolicySet):
     create_job(cluster, namespace, replicas=2, resources={"gpu": 4, "cpu": "4", "memory": "16Gi"})
