@@ -209,7 +209,10 @@ def _harden_container(template: PodTemplate, key: str, index: int, container: di
 class RunPolicyParams(Params):
     restart_policy: Literal["OnFailure", "Never", "ExitCode", "Always"] = Field(
         default="OnFailure", description="each replica's restartPolicy where unset")
-    backoff_limit: int | None = Field(default=3, ge=0, description="retries before the job fails, where unset")
+    # None by default: training-operator treats an unset backoffLimit as no limit, so a limit of our own would fail a
+    # working job that restarts often (preempted spot nodes, a flaky NCCL peer); a platform that wants one sets it
+    backoff_limit: int | None = Field(default=None, ge=0, description="retries before the job fails, where unset "
+                                      "(none by default: the operators' own default is no limit)")
     clean_pod_policy: Literal["All", "Running", "None"] | None = Field(
         default="Running", description="which pods are deleted when the job ends, where unset")
 

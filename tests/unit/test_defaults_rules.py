@@ -147,8 +147,22 @@ def test_run_policy_defaults_for_a_pytorchjob():
     obj = change(pytorchjob(), "/spec/runPolicy", DELETE)
     obj = change(obj, "/spec/pytorchReplicaSpecs/Worker/restartPolicy", DELETE)
     result, _ = patched(obj, "defaults.run-policy")
-    assert result["spec"]["runPolicy"] == {"backoffLimit": 3, "cleanPodPolicy": "Running"}
+    assert result["spec"]["runPolicy"] == {"cleanPodPolicy": "Running"}
     assert result["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "OnFailure"
+
+
+def test_no_backoff_limit_is_set_unless_the_policy_asks_because_the_operators_default_is_no_limit():
+    obj = change(pytorchjob(), "/spec/runPolicy", DELETE)
+    assert "backoffLimit" not in patched(obj, "defaults.run-policy")[0]["spec"]["runPolicy"]
+    assert patched(obj, "defaults.run-policy", {"backoffLimit": 5})[0]["spec"]["runPolicy"]["backoffLimit"] == 5
+
+
+def test_the_shipped_defaults_set_no_backoff_limit():
+    from mlgate.loading.policies import default_policy_dir, load_policy_paths
+
+    (policy,) = [p for p in load_policy_paths([default_policy_dir()]).policies if p.name == "defaults"]
+    (binding,) = [b for b in policy.bindings if b.rule.id == "defaults.run-policy"]
+    assert binding.params.backoff_limit is None  # type: ignore[attr-defined]
 
 
 def test_multi_gpu_pods_get_a_memory_backed_dev_shm():
