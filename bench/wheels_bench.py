@@ -1,0 +1,74 @@
+"""Does `pip install mlgate` find a wheel for every dependency on every platform? Prints a table, asserts nothing.
+
+For each platform (macOS arm64 and x86_64, Windows, glibc and musl Linux on x86_64 and aarch64) and each supported
+Python, pip resolves the light install's dependencies (pyproject.toml's `dependencies`, at the versions
+requirements-dev.lock pins) with `--only-binary=:all:` for that platform, without installing anything
+(`--dry-run --report`: PyPI serves the wheels' metadata on its own, PEP 658). A cell says which compiled wheels
+were found, or why there is none. Where a compiled dependency has no wheel, the install falls back on its source
+distribution: PyYAML's builds as pure Python without libyaml (mlgate then loads with yaml.SafeLoader), while
+orjson and pydantic-core need a Rust toolchain; a missing cell for those two is a platform the CLI does not
+install on without one.
+
+    .venv/bin/python bench/wheels_bench.py        (needs the package index; about a minute)
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHONS = ("3.11", "3.12", "3.13")
+# pip takes several --platform tags and does not widen manylinux or musllinux ones to older glibc or musl versions
+PLATFORMS = {
+    "macOS arm64": ("macosx_14_0_arm64",),
+    "macOS x86_64": ("macosx_14_0_x86_64",),
+    "Windows x86_64": ("win_amd64",),
+    "Linux glibc x86_64": ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"),
+    "Linux glibc aarch64": ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64"),
+    "Linux musl x86_64": ("musllinux_1_2_x86_64", "musllinux_1_1_x86_64"),
+    "Linux musl aarch64": ("musllinux_1_2_aarch64", "musllinux_1_1_aarch64"),
+}
+
+
+def pins(directory: Path) -> Path:
+    """requirements-dev.lock's pins without hashes (a constraints file takes none)."""
+    lines = [line.split(" ")[0] for line in (ROOT / "requirements-dev.lock").read_text().splitlines()
+             if "==" in line and not line.startswith(" ")]
+    path = directory / "pins.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def resolve(platform: tuple[str, ...], python: str, constraints: Path, directory: Path) -> str:
+    """The compiled wheels pip chose, or the first line of why it could not."""
+    report = directory / "report.json"
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
+               "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
+               "--target", str(directory / "target"), "--report", str(report), "-c", str(constraints)]
+    command += [arg for tag in platform for arg in ("--platform", tag)]
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    result = subprocess.run([*command, *dependencies], capture_output=True, text=True, check=False)
+    if result.returncode:
+        errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
+        return f"NO WHEEL: {(errors or result.stderr.splitlines() or ['?'])[0]}"
+    wheels = [item["download_info"]["url"].rsplit("/", 1)[-1] for item in json.loads(report.read_text())["install"]]
+    compiled = sorted(w.split("-")[0] for w in wheels if not w.endswith("-none-any.whl"))
+    return f"ok, {len(wheels)} wheels; compiled: {', '.join(compiled)}"
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        constraints = pins(Path(tmp))
+        print(f"{'platform':<22}{'Python':<8}wheels for the light install (pyproject dependencies, lock versions)")
+        for name, platform in PLATFORMS.items():
+            for python in PYTHONS:
+                print(f"{name:<22}{python:<8}{resolve(platform, python, constraints, Path(tmp))}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
