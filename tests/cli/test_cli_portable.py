@@ -5,6 +5,7 @@ Windows path separators. Every mode must print the same bytes."""
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import shutil
@@ -149,3 +150,31 @@ def test_sarif_names_a_file_found_under_windows_separators_as_linux_would():
     assert artifact_uri("<stdin>", sep="\\") == "%3Cstdin%3E"
     # on POSIX a backslash is part of a file name, not a separator
     assert artifact_uri(r"odd\name.yaml", sep="/") == "odd%5Cname.yaml"
+
+
+class OneLine(logging.Handler):
+    """Stands for the CLI's one-line handler: a class a worker can rebuild with no arguments."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        pass
+
+
+def handlers_and_state(_: int) -> tuple[list[str], list[int]]:
+    return [type(h).__name__ for h in logging.getLogger(workers.LOGGER).handlers], STARTED
+
+
+STARTED: list[int] = []
+
+
+def remember(value: int) -> None:
+    STARTED.append(value)
+
+
+@pytest.mark.parametrize("method", [m for m in ("fork", "spawn") if m in multiprocessing.get_all_start_methods()])
+def test_each_worker_starts_once_with_the_parents_log_handlers(monkeypatch, method):
+    # a spawned worker starts with logging unconfigured: without its handler, a rule that raised would print a
+    # traceback there where the CLI prints one line
+    monkeypatch.setenv(workers.START_METHOD_ENV, method)
+    monkeypatch.setattr(logging.getLogger(workers.LOGGER), "handlers", [OneLine()])
+    results = list(workers.pool_map(handlers_and_state, range(6), 2, initializer=remember, initargs=(7,)))
+    assert results == [(["OneLine"], [7])] * 6
