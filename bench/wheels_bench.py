@@ -15,6 +15,7 @@ toolchain; a missing cell for those two is a platform the CLI does not install o
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -49,14 +50,20 @@ def resolve(platform: tuple[str, ...], python: str, constraints: Path, directory
             requirements: list[str]) -> str:
     """The compiled wheels pip chose, or the first line of why it could not."""
     report = directory / "report.json"
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
+    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
                "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
                "--target", str(directory / "target"), "--report", str(report), "-c", str(constraints)]
     command += [arg for tag in platform for arg in ("--platform", tag)]
     result = subprocess.run([*command, *requirements], capture_output=True, text=True, check=False)
     if result.returncode:
-        errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
-        return f"NO WHEEL: {(errors or result.stderr.splitlines() or ['?'])[0]}"
+        lines = (result.stdout + result.stderr).splitlines()  # pip explains a conflict on stdout
+        # the packages with no wheel: the indented lines after this one
+        marker = next((i for i, line in enumerate(lines) if "no matching distributions available" in line), None)
+        if marker is not None:
+            missing = list(itertools.takewhile(lambda line: line.startswith("    "), lines[marker + 1:]))
+            return f"NO WHEEL for {', '.join(m.strip() for m in missing)}"
+        errors = [line for line in lines if line.startswith("ERROR")]
+        return f"NO WHEEL: {(errors or lines or ['?'])[0]}"
     wheels = [item["download_info"]["url"].rsplit("/", 1)[-1] for item in json.loads(report.read_text())["install"]]
     compiled = sorted(w.split("-")[0] for w in wheels if not w.endswith("-none-any.whl"))
     return f"ok, {len(wheels)} wheels; compiled: {', '.join(compiled)}"
