@@ -64,8 +64,8 @@ stock-pythons:
 	tools/stock-pythons.sh
 
 # The light install (`pip install mlgate`, core dependencies only) and its tests (tests/light.args) on the same
-# Pythons as stock-pythons, each in a venv uv makes; CI runs it. GitHub Actions runs the same tests on macOS and
-# Windows (.github/workflows/platforms.yml, docs/platforms.md).
+# Pythons as stock-pythons, two at a time, each in a venv uv makes (about 5 minutes on 2 cores); CI runs it.
+# GitHub Actions runs the same tests on macOS, Windows and Alpine (.github/workflows/platforms.yml, docs/platforms.md).
 pythons: setup
 	$(BIN)/pip install --quiet 'uv>=0.13,<0.14'
 	tools/light-pythons.sh $(BIN)/uv

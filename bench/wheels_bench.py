@@ -2,7 +2,7 @@
 
 For each platform (macOS arm64 and x86_64, Windows, glibc and musl Linux on x86_64 and aarch64) and each supported
 Python, pip resolves the light install's dependencies (pyproject.toml's `dependencies`, at the versions
-requirements-dev.lock pins), then those of the `schema` extra (the CEL and JSON Schema checks), with
+requirements-dev.lock pins), then those of each extra that adds checks to the CLI (`schema`, `cel`), with
 `--only-binary=:all:` for that platform and without installing anything (`--dry-run --report`: PyPI serves the
 wheels' metadata on its own, PEP 658). A cell says which compiled wheels were found, or why there is none. Where a
 compiled dependency has no wheel, the install falls back on its source distribution: PyYAML's builds as pure
@@ -25,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHONS = ("3.11", "3.12", "3.13")
+# extras that add checks to the CLI, which runs without them and says what it did not check
+OPTIONAL_CHECKS = ("schema", "cel")
 # pip takes several --platform tags and does not widen manylinux or musllinux ones to older glibc or musl versions
 PLATFORMS = {
     "macOS arm64": ("macosx_14_0_arm64",),
@@ -73,8 +75,9 @@ def main() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     # the light install, then the CEL and JSON Schema checks: without mlgate[schema] the CLI still runs and says
     # on stderr that CRD schemas were not checked
-    sets = {"the light install (dependencies)": project["dependencies"],
-            "mlgate[schema] (its extra alone)": project["optional-dependencies"]["schema"]}
+    extras = project["optional-dependencies"]
+    sets = {"the light install (dependencies)": project["dependencies"]}
+    sets |= {f"mlgate[{name}] (its extra alone)": extras[name] for name in OPTIONAL_CHECKS if name in extras}
     with tempfile.TemporaryDirectory() as tmp:
         constraints = pins(Path(tmp))
         for title, requirements in sets.items():
