@@ -178,3 +178,22 @@ def test_each_worker_starts_once_with_the_parents_log_handlers(monkeypatch, meth
     monkeypatch.setattr(logging.getLogger(workers.LOGGER), "handlers", [OneLine()])
     results = list(workers.pool_map(handlers_and_state, range(6), 2, initializer=remember, initargs=(7,)))
     assert results == [(["OneLine"], [7])] * 6
+
+
+def test_what_a_spawned_worker_receives_pickles_after_the_parent_has_used_it():
+    # spawn pickles the settings once per worker; a compiled validator or program held in them must not stop it
+    import pickle
+
+    from mlgate.cli.main import load_facts, load_policies, load_schemas
+    from mlgate.cli.review import Settings, review_document
+    from mlgate.loading.documents import read_documents
+    from mlgate.loading.schemas import missing_module
+
+    schemas = load_schemas(()) if missing_module() is None else None
+    settings = Settings(load_policies([]), load_facts(None), "default", schemas=schemas)
+    for document in read_documents([str(ROOT / "examples")]):
+        review_document(document, settings)  # compiles what is compiled on first use
+    copy = pickle.loads(pickle.dumps(settings))
+    before = [r.status for d in read_documents([str(REAL)]) for r in review_document(d, settings)]
+    after = [r.status for d in read_documents([str(REAL)]) for r in review_document(d, copy)]
+    assert after == before and "denied" in before
