@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lock run test e2e control-plane checks stock-pythons bench bench-webhook bench-e2e bench-reconciler demo demo-cluster clean
+.PHONY: setup lock run test e2e control-plane checks stock-pythons pythons bench bench-webhook bench-e2e bench-reconciler demo demo-cluster clean
 
 setup: $(STAMP)
 
@@ -62,6 +62,13 @@ control-plane:
 # each in a venv of its own (the default python3 can hide a shadowed standard-library module). CI runs it.
 stock-pythons:
 	tools/stock-pythons.sh
+
+# The light install (`pip install mlgate`, core dependencies only) and its tests (tests/light.args) on the same
+# Pythons as stock-pythons, two at a time, each in a venv uv makes (about 5 minutes on 2 cores); CI runs it.
+# GitHub Actions runs the same tests on macOS, Windows and Alpine (.github/workflows/platforms.yml, docs/platforms.md).
+pythons: setup
+	$(BIN)/pip install --quiet 'uv>=0.13,<0.14'
+	tools/light-pythons.sh $(BIN)/uv
 
 checks: setup
 	$(BIN)/ruff check .

@@ -5,7 +5,11 @@ the size of site-packages, the part of it the install added (a bare venv already
 before Python 3.12), how many distributions it brought, and the best of five wall and CPU times of importing
 what its command imports first.
 
-    .venv/bin/python bench/install_bench.py        (needs the package index; a few minutes)
+Then the light install again on every local Python tools/find-pythons.sh finds (Debian's /usr/bin/python3 and each
+pyenv Python from 3.11), each venv made by that Python.
+
+    .venv/bin/python bench/install_bench.py               (needs the package index; a few minutes)
+    .venv/bin/python bench/install_bench.py --light-only  (the second table alone)
 """
 
 from __future__ import annotations
@@ -56,23 +60,42 @@ def pins(tmp: Path) -> Path:
     return path
 
 
+def measure(base_python: str, spec: str, module: str) -> str:
+    """One row: site-packages, what the install added, distributions, import wall and CPU time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        venv = Path(tmp) / "venv"
+        subprocess.run([base_python, "-m", "venv", str(venv)], check=True)
+        python = venv / "bin" / "python"
+        site = next((venv / "lib").glob("python3*/site-packages"))
+        bare, bare_count = size_mb(site), distributions(site)
+        # run from tmp, as a user installs from anywhere
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-c", str(pins(Path(tmp))),
+                        f"{ROOT}{spec[1:]}"], check=True, stderr=subprocess.DEVNULL, cwd=tmp)
+        total = size_mb(site)
+        wall, cpu = import_ms(python, module)
+        return f"{total:>12.1f} MB{total - bare:>9.1f} MB{distributions(site) - bare_count:>15}" \
+               f"{wall:>11.0f} ms{cpu:>10.0f} ms"
+
+
+def local_pythons() -> list[str]:
+    found = subprocess.run([str(ROOT / "tools" / "find-pythons.sh")], check=True, capture_output=True, text=True)
+    return found.stdout.split()
+
+
 def main() -> None:
-    print(f"{'install':<22}{'site-packages':>15}{'added':>12}{'distributions':>15}{'import wall':>14}{'import CPU':>13}"
-          "  (best of 5)")
-    for name, (module, spec) in TARGETS.items():
-        with tempfile.TemporaryDirectory() as tmp:
-            venv = Path(tmp) / "venv"
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-            python = venv / "bin" / "python"
-            site = next((venv / "lib").glob("python3*/site-packages"))
-            bare, bare_count = size_mb(site), distributions(site)
-            # run from tmp, as a user installs from anywhere
-            subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-c", str(pins(Path(tmp))),
-                            f"{ROOT}{spec[1:]}"], check=True, stderr=subprocess.DEVNULL, cwd=tmp)
-            total = size_mb(site)
-            wall, cpu = import_ms(python, module)
-            print(f"{name:<22}{total:>12.1f} MB{total - bare:>9.1f} MB{distributions(site) - bare_count:>15}"
-                  f"{wall:>11.0f} ms{cpu:>10.0f} ms")
+    header = f"{'site-packages':>15}{'added':>12}{'distributions':>15}{'import wall':>14}{'import CPU':>13}" \
+             "  (best of 5)"
+    if "--light-only" not in sys.argv:
+        print(f"{'install':<22}{header}")
+        for name, (module, spec) in TARGETS.items():
+            print(f"{name:<22}{measure(sys.executable, spec, module)}", flush=True)
+        print()
+    module, spec = TARGETS["mlgate"]
+    print(f"{'mlgate on Python':<22}{header}")
+    for python in local_pythons():
+        version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"], check=True,
+                                 capture_output=True, text=True).stdout.strip()
+        print(f"{version:<22}{measure(python, spec, module)}", flush=True)
 
 
 if __name__ == "__main__":

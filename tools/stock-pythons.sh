@@ -8,13 +8,8 @@ cd "$(dirname "$0")/.."
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-pythons=()
-[ -x /usr/bin/python3 ] && pythons+=(/usr/bin/python3)
-for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.*/bin/python3; do
-  [ -x "$candidate" ] || continue
-  "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' && pythons+=("$candidate")
-done
-[ ${#pythons[@]} -gt 0 ] || { echo "stock-pythons: no Python 3.11+ found" >&2; exit 1; }
+found=$(tools/find-pythons.sh)
+mapfile -t pythons <<< "$found"
 
 for python in "${pythons[@]}"; do
   version=$("$python" -c 'import platform; print(platform.python_version())')

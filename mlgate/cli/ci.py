@@ -9,7 +9,9 @@ output and as `warning` and `note` results; what a rule could not look at is sai
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
+from pathlib import PureWindowsPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urljoin, urlsplit
 from xml.etree import ElementTree as ET
@@ -147,8 +149,13 @@ def absolute_url(value: str) -> str | None:
     return None
 
 
-def artifact_uri(source: str) -> str:
-    """A file name as a relative URI reference: spaces, `#`, `%` and the `<>` of `<stdin>` percent-encoded."""
+def artifact_uri(source: str, sep: str = os.sep) -> str:
+    """A file name as a URI reference: spaces, `#`, `%` and the `<>` of `<stdin>` percent-encoded. On Windows
+    (`sep` a backslash) its separators become the `/` of RFC 3986 section 3.3, and a path with a drive letter a
+    `file:` URI, so code scanning finds the same file it would on Linux."""
+    if sep == "\\":
+        path = PureWindowsPath(source)
+        return path.as_uri() if path.is_absolute() else quote(path.as_posix(), safe="/")
     return quote(source, safe="/")
 
 

@@ -5,21 +5,19 @@ its own). Every field path in a record, patch included, points into the document
 so an item's paths start with /items/N and its lines are exact.
 
 Records hold no parsed object, so memory stays flat however many documents pass through.
-Large inputs are spread over worker processes (one per core), file by file, and the
-records come back in input order.
+Large inputs are spread over worker processes (one per usable CPU, started as the platform
+allows: workers.py), file by file, and the records come back in input order.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
-from multiprocessing import get_context
 from typing import Any, NamedTuple
 
 from mlgate.cli.namespaces import DEFAULT_NAMESPACE, evaluate_in_namespace
+from mlgate.cli.workers import pool_map, usable_cpus
 from mlgate.engine import PolicySet
 from mlgate.loading.builtin_schemas import BuiltinSchemas
 from mlgate.loading.documents import Document, expand, read_documents
@@ -303,20 +301,24 @@ def review(paths: Sequence[str], settings: Settings, jobs: int | None = None, *,
     # over the parse trees only cost time.
     gc.freeze()
     gc.set_threshold(GC_THRESHOLD, 50, 100)
-    workers = min(jobs or len(os.sched_getaffinity(0)), max(len(files) // FILES_PER_WORKER_MIN, 1))
+    workers = min(jobs or usable_cpus(), max(len(files) // FILES_PER_WORKER_MIN, 1))
     if workers < 2 or "-" in files:
         for document in read_documents(files):
             for record in review_document(document, settings):
                 yield render(record) if render is not None else record
         return
-    _WORKER_STATE.update(settings=settings, render=render)
-    # fork: workers inherit the loaded policies instead of loading and pickling them again
-    with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
-        for records in pool.map(_review_file, files, chunksize=4):
-            yield from records
+    for records in pool_map(_review_file, files, workers, initializer=_start_worker, initargs=(settings, render),
+                            chunksize=4):
+        yield from records
 
 
 _WORKER_STATE: dict[str, Any] = {}
+
+
+def _start_worker(settings: Settings, render: Render | None) -> None:
+    """Once per worker: what every file is judged with (a spawned worker's GC settings are its own)."""
+    _WORKER_STATE.update(settings=settings, render=render)
+    gc.set_threshold(GC_THRESHOLD, 50, 100)
 
 
 def _review_file(path: str) -> list[Record]:

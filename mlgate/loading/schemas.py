@@ -24,7 +24,7 @@ import copy
 import importlib.util
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,13 @@ class SchemaCatalog:
         self._cel: Any = None  # cel_rules.Rules, made on first use
         for crd in crds:
             self.add(crd)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The schemas alone, for a worker process that is spawned: compiled validators are local classes that do
+        not pickle, and the worker builds its own on first use."""
+        kinds = {key: {name: replace(version, validator=None) for name, version in versions.items()}
+                 for key, versions in self.kinds.items()}
+        return {**self.__dict__, "kinds": kinds, "_cel": None}
 
     @classmethod
     def from_paths(cls, paths: Iterable[str | Path]) -> SchemaCatalog:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal, NamedTuple
 
 from mlgate.model.results import Finding
@@ -39,22 +40,24 @@ POD_ONLY_CHECKS = frozenset({"hostNamespaces", "hostPathVolumes", "sysctls", "re
 CheckFn = Callable[[Pod], Iterable[Finding]]
 
 
+# The variants are partials of module-level functions, not closures: a policy set holds the checks it chose, and
+# the CLI pickles the set once for each worker process it spawns (macOS, Windows).
 def linux_only(check: CheckFn) -> CheckFn:
     """The v1.25 variants of the Linux-only restricted checks: a pod with spec.os.name windows passes."""
-    def variant(pod: Pod) -> Iterable[Finding]:
-        return () if pod.windows else check(pod)
-
-    variant.__name__ = f"{check.__name__}_linux_only"
-    return variant
+    return partial(_unless_windows, check)
 
 
 def relaxed_in_user_namespace(check: CheckFn) -> CheckFn:
     """The v1.35 variants for pods in a user namespace (`hostUsers: false`): they pass."""
-    def variant(pod: Pod) -> Iterable[Finding]:
-        return () if pod.user_namespace else check(pod)
+    return partial(_unless_user_namespace, check)
 
-    variant.__name__ = f"{check.__name__}_unless_user_namespace"
-    return variant
+
+def _unless_windows(check: CheckFn, pod: Pod) -> Iterable[Finding]:
+    return () if pod.windows else check(pod)
+
+
+def _unless_user_namespace(check: CheckFn, pod: Pod) -> Iterable[Finding]:
+    return () if pod.user_namespace else check(pod)
 
 
 @dataclass(frozen=True)
