@@ -197,3 +197,17 @@ def test_what_a_spawned_worker_receives_pickles_after_the_parent_has_used_it():
     before = [r.status for d in read_documents([str(REAL)]) for r in review_document(d, settings)]
     after = [r.status for d in read_documents([str(REAL)]) for r in review_document(d, copy)]
     assert after == before and "denied" in before
+
+
+def test_cel_validations_reach_a_spawned_worker_and_judge_as_fork_does(corpus, tmp_path):
+    # cel-cpp's compiled programs do not pickle: each is sent as its text and compiled again in the worker
+    pytest.importorskip("cel_expr_python")
+    library = tmp_path / "library"
+    library.mkdir()
+    for policy in (ROOT / "examples" / "library").glob("*.yaml"):
+        shutil.copy(policy, library)
+    offered = multiprocessing.get_all_start_methods()
+    reference = validate(corpus, "-p", library, "-j", "2", "-q", method="fork" if "fork" in offered else None)
+    assert reference.returncode == 1 and b"DENY [" in reference.stdout, reference.stderr.decode()
+    started = validate(corpus, "-p", library, "-j", "2", "-q", method="spawn")
+    assert (started.returncode, started.stdout, started.stderr) == (1, reference.stdout, reference.stderr)

@@ -44,11 +44,17 @@ class Expression:
     program: Any
     roots: frozenset[str]
     variables: tuple[str, ...]
+    returns: tuple[str, ...] = ()
 
     @classmethod
     def compile(cls, text: str, returns: tuple[str, ...] = ()) -> Expression:
         program = env.compile_expression(text, returns) if env.available() else None
-        return cls(text, program, frozenset(_ROOT_REF.findall(text)), tuple(dict.fromkeys(_VARIABLE_REF.findall(text))))
+        return cls(text, program, frozenset(_ROOT_REF.findall(text)), tuple(dict.fromkeys(_VARIABLE_REF.findall(text))),
+                   returns)
+
+    def __reduce__(self) -> tuple[Any, tuple[str, tuple[str, ...]]]:
+        # cel-cpp's compiled programs do not pickle: a worker started by spawn (macOS, Windows) compiles its own
+        return Expression.compile, (self.text, self.returns)
 
 
 @dataclass(frozen=True)
