@@ -135,7 +135,8 @@ def _mutations(spec: PolicySpec, program: CelProgram, declared: set[str], ids: l
         change = CelMutation(mid, program, patch, mutation.patchType, mutation.forEach)
         summary = f"CEL {mutation.patchType} mutation" + (" of each pod template" if mutation.forEach ==
                                                            "template" else "")
-        bindings.append(Binding(RuleSpec(mid, summary, NoParams, mutate=change.mutate, order=ORDER),
+        bindings.append(Binding(RuleSpec(mid, summary, NoParams, mutate=change.mutate, order=ORDER,
+                                         reports_changes=True),
                                 NoParams(), Action.DENY))
     return bindings
 
