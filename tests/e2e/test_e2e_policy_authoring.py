@@ -167,3 +167,16 @@ def test_a_cel_mutation_makes_kubectl_apply_of_a_matching_job_store_the_mutated_
     stored = cluster.get_object("job", "etl", namespace)
     assert stored["spec"]["ttlSecondsAfterFinished"] == 600
     assert stored["spec"]["template"]["metadata"]["labels"]["team"] == "ml"
+
+
+def test_a_cel_mutation_that_does_not_compile_is_refused_by_kubectl_at_its_column_as_written(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    policy = {"apiVersion": "mlgate.dev/v1alpha1", "kind": "MLPolicy",
+              "metadata": {"name": "broken-mutation", "namespace": namespace},
+              "spec": {"mutations": [{"patchType": "JSONPatch", "jsonPatch": {
+                  "expression": "[JSONPatch{op: 'add', path: '/x', value: nope}]"}}]}}
+    result = cluster.kubectl("apply", "-f", "-", stdin=policy)
+    assert result.code == 1, result
+    assert (f"cluster:MLPolicy/{namespace}/broken-mutation: spec.mutations[0].jsonPatch.expression: CEL 1:42: "
+            "undeclared reference to 'nope'" in result.stderr), result
+    assert cluster.kubectl("get", "mlpolicy", "broken-mutation", "-n", namespace).code == 1
