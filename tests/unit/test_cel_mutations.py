@@ -12,6 +12,7 @@ from mlgate.loading.policies import compile_policy, load_policy_text
 from mlgate.model import pointer
 from mlgate.model.facts import StaticFacts
 from mlgate.model.results import Outcome, RuleResult
+from mlgate.rules.cel import env
 from mlgate.rules.cel.mutation import merge
 from mlgate.rules.cel.structs import rewrite
 from tests.builders import job, pytorchjob
@@ -170,3 +171,20 @@ def load_errors(spec_yaml: str) -> list[str]:
 def test_a_broken_mutation_is_a_load_error_at_its_file_line_and_column(spec: str, expected: str):
     errors = load_errors(spec)
     assert any(e.startswith(expected) for e in errors), errors
+
+
+def test_without_the_cel_extra_mutations_load_and_say_they_were_not_applied(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(env, "_cel", None)
+    decision = evaluate(job(), cel_policy(TTL))
+    assert decision.patch == []
+    assert outcomes(decision.results)["ttl"] == (
+        Outcome.SKIP, "CEL mutations cannot be applied: cel-expr-python is not installed (pip install 'mlgate[cel]')")
+
+
+def test_a_move_op_with_from_is_applied_as_rfc_6902_says():
+    move = {"patchType": "JSONPatch", "jsonPatch": {"expression": "has(object.metadata.annotations) ? [] : "
+                                                                 "[JSONPatch{op: 'add', path: '/metadata/annotations',"
+                                                                 " value: {}}, JSONPatch{op: 'copy', from: "
+                                                                 "'/metadata/name', path: '/metadata/annotations/n'}]"}}
+    decision = evaluate(job(), cel_policy(move))
+    assert decision.mutated["metadata"]["annotations"] == {"n": job()["metadata"]["name"]}
