@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import jsonpatch
-import jsonpointer
 
 from mlgate.model.results import Skipped, Unevaluable
 from mlgate.model.workload import PodTemplate, Workload
@@ -103,7 +102,7 @@ def _json_patched(document: dict[str, Any], value: Any, where: str) -> dict[str,
         patched: dict[str, Any] = jsonpatch.JsonPatch(value).apply(_copy(document), in_place=True)
     except jsonpatch.JsonPatchTestFailed:
         return document  # as json_patch.go: a failed test means the patch is not applied
-    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
         raise MutationFailed(f"{where}JSONPatch: {exc}") from None
     if not isinstance(patched, dict):
         raise MutationFailed(f"{where}JSONPatch replaced the whole document with a {type(patched).__name__}")
