@@ -85,7 +85,7 @@ bench: setup
 bench-webhook: setup
 	$(BIN)/python bench/webhook_bench.py
 	$(BIN)/python bench/limits_bench.py
-	$(BIN)/python bench/cel_bench.py --engine
+	$(BIN)/python bench/cel_bench.py --engine --mutations
 
 # 1,000 PyTorchJobs created through a real kube-apiserver with and without mlgate's webhooks registered
 bench-e2e: setup control-plane

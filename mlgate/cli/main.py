@@ -275,6 +275,18 @@ def rules(output: str, names: tuple[str, ...]) -> None:
 
 
 @cli.command()
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
+def cel(output: str) -> None:
+    """List the variables and functions CEL validations and mutations may use (docs/authoring.md)."""
+    import json
+
+    from mlgate.cli.celhelp import listing, render_text
+
+    data = listing()
+    click.echo(json.dumps(data, indent=2) if output == "json" else render_text(data))
+
+
+@cli.command()
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
 def completion(shell: str) -> None:
     """Print the shell completion script: `eval "$(mlgate completion bash)"` (or zsh, fish)."""

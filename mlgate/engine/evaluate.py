@@ -38,7 +38,7 @@ from mlgate.model.results import (
     Unevaluable,
 )
 from mlgate.model.workload import Unwritable, Workload
-from mlgate.rules.registry import Context
+from mlgate.rules.registry import Context, MutationFailed
 from mlgate.workloads.catalog import KindCatalog
 from mlgate.workloads.extract import extract
 
@@ -258,6 +258,9 @@ def _mutation_round(
             claimed = rule.mutate(workload, binding.params, _for_policy(context, policy))  # type: ignore[misc]
         except Unwritable as exc:
             skipped[key] = str(exc)
+            return True, moved, workload
+        except MutationFailed as exc:  # the object's fault, not the rule's: no traceback
+            errors[key] = str(exc)
             return True, moved, workload
         except Exception as exc:  # a rule bug must not take the request down
             log.exception("mutation %s/%s failed", policy.key, rule.id)

@@ -26,6 +26,11 @@
           action: deny             # deny | warn | audit
           forEach: container       # object (default) | template | container
           fieldPath: ".image"      # relative to what forEach names
+      mutations:                   # shaped after MutatingAdmissionPolicy's (docs/authoring.md)
+        - name: cost-center        # default mutations[<index>]
+          patchType: JSONPatch     # JSONPatch | ApplyConfiguration
+          jsonPatch: {expression: "[JSONPatch{op: 'add', path: '/metadata/labels/x', value: 'y'}]"}
+          forEach: template        # object (default) | template: relative to each pod template
 """
 
 from __future__ import annotations
@@ -116,6 +121,37 @@ class Validation(Strict):
     fieldPath: str | None = None
 
 
+class PatchExpression(Strict):
+    expression: str = Field(min_length=1)
+
+
+class Mutation(Strict):
+    """MutatingAdmissionPolicy's Mutation (k8s.io/api admissionregistration/v1beta1), plus name and forEach."""
+
+    name: str | None = Field(default=None, pattern=CEL_NAME, max_length=63)
+    patchType: Literal["JSONPatch", "ApplyConfiguration"]
+    jsonPatch: PatchExpression | None = None
+    applyConfiguration: PatchExpression | None = None
+    forEach: Literal["object", "template"] = "object"
+    action: Any = Field(default=None, json_schema_extra={"not": {}})  # refused at load with a clear message
+
+    @model_validator(mode="after")
+    def _one_patch(self) -> Mutation:
+        wanted = "jsonPatch" if self.patchType == "JSONPatch" else "applyConfiguration"
+        other = "applyConfiguration" if wanted == "jsonPatch" else "jsonPatch"
+        if getattr(self, wanted) is None:
+            raise ValueError(f"patchType {self.patchType} needs {wanted}.expression")
+        if getattr(self, other) is not None:
+            raise ValueError(f"patchType {self.patchType} takes {wanted}, not {other}")
+        return self
+
+    @property
+    def expression(self) -> str:
+        patch = self.jsonPatch if self.patchType == "JSONPatch" else self.applyConfiguration
+        assert patch is not None
+        return patch.expression
+
+
 class UnknownKinds(StrEnum):
     """What a policy does with the pod specs found in an object of a kind no description knows."""
 
@@ -135,12 +171,13 @@ class PolicySpec(Strict):
     matchConditions: list[MatchCondition] = Field(default_factory=list, max_length=64)
     variables: list[Variable] = Field(default_factory=list, max_length=64)
     validations: list[Validation] = Field(default_factory=list, max_length=256)
+    mutations: list[Mutation] = Field(default_factory=list, max_length=256)
     params: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _something_to_do(self) -> PolicySpec:
-        if not self.rules and not self.validations:
-            raise ValueError("a policy needs rules, validations or both")
+        if not self.rules and not self.validations and not self.mutations:
+            raise ValueError("a policy needs rules, validations or mutations")
         return self
 
 

@@ -59,6 +59,11 @@ class DeadlineExceeded(Exception):
     """The evaluation ran past its deadline; nothing of it is kept."""
 
 
+class MutationFailed(Exception):
+    """A mutation that could not be applied to this object (a CEL mutation that erred, a patch whose path is
+    not there): an `error` outcome that failurePolicy decides, not a bug, so it is logged without a traceback."""
+
+
 CheckResult = Iterable[Finding | Unchecked] | Skipped | Unevaluable
 CheckFn = Callable[[Workload, Any, Context], CheckResult]
 # A mutation edits the workload in place. One registered with reports_changes=True returns

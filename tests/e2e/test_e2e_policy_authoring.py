@@ -138,3 +138,45 @@ def test_a_cel_validation_that_does_not_compile_is_refused_by_kubectl_at_its_col
     assert (f"cluster:MLPolicy/{namespace}/team-label: spec.validations[0].expression: CEL 1:26: found no matching "
             "overload" in result.stderr), result
     assert cluster.kubectl("get", "mlpolicy", "team-label", "-n", namespace).code == 1
+
+
+def test_a_cel_mutation_makes_kubectl_apply_of_a_matching_job_store_the_mutated_fields(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    policy = {"apiVersion": "mlgate.dev/v1alpha1", "kind": "MLPolicy",
+              "metadata": {"name": "job-defaults", "namespace": namespace},
+              "spec": {"match": {"kinds": ["Job"]}, "mutations": [
+                  {"name": "ttl", "patchType": "ApplyConfiguration",
+                   "applyConfiguration": {"expression": "has(object.spec.ttlSecondsAfterFinished) ? Object{} : "
+                                                        "Object{spec: Object.spec{ttlSecondsAfterFinished: 600}}"}},
+                  {"name": "team", "patchType": "JSONPatch", "forEach": "template",
+                   "jsonPatch": {"expression": "template.metadata.?labels.team.orValue('') == 'ml' ? [] : "
+                                              "(has(template.metadata.labels) ? [] : [JSONPatch{op: 'add', "
+                                              "path: '/metadata/labels', value: {}}]) + [JSONPatch{op: 'add', "
+                                              "path: '/metadata/labels/team', value: 'ml'}]"}}]}}
+    cluster.kubectl("apply", "-f", "-", stdin=policy).check()
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "etl"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                          "containers": [{"name": "etl", "image": "registry.example/etl:1.0"}]}}}}
+
+    def mutated() -> bool | None:
+        result = cluster.kubectl("create", "--dry-run=server", "-o", "json", "-n", namespace, "-f", "-", stdin=job)
+        return True if result.ok and '"ttlSecondsAfterFinished": 600' in result.stdout else None
+
+    eventually("the CEL mutation in the webhook's policy set", mutated, TIMEOUT)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=job).check()
+    stored = cluster.get_object("job", "etl", namespace)
+    assert stored["spec"]["ttlSecondsAfterFinished"] == 600
+    assert stored["spec"]["template"]["metadata"]["labels"]["team"] == "ml"
+
+
+def test_a_cel_mutation_that_does_not_compile_is_refused_by_kubectl_at_its_column_as_written(
+        webhook: WebhookProcess, cluster: ControlPlane, namespace: str) -> None:
+    policy = {"apiVersion": "mlgate.dev/v1alpha1", "kind": "MLPolicy",
+              "metadata": {"name": "broken-mutation", "namespace": namespace},
+              "spec": {"mutations": [{"patchType": "JSONPatch", "jsonPatch": {
+                  "expression": "[JSONPatch{op: 'add', path: '/x', value: nope}]"}}]}}
+    result = cluster.kubectl("apply", "-f", "-", stdin=policy)
+    assert result.code == 1, result
+    assert (f"cluster:MLPolicy/{namespace}/broken-mutation: spec.mutations[0].jsonPatch.expression: CEL 1:42: "
+            "undeclared reference to 'nope'" in result.stderr), result
+    assert cluster.kubectl("get", "mlpolicy", "broken-mutation", "-n", namespace).code == 1

@@ -187,7 +187,7 @@ def test_a_gpu_count_written_as_a_yaml_integer_is_a_quantity():
      ".resources.limits['nvidia.com/gpu']"),
     ("  validations:\n    - {name: Team.Label, expression: 'true'}\n",
      "p.yaml:7: spec.validations[0].name: string should match pattern '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'"),
-    ("  match: {}\n", "p.yaml:5: spec: value error, a policy needs rules, validations or both"),
+    ("  match: {}\n", "p.yaml:5: spec: value error, a policy needs rules, validations or mutations"),
 ])
 def test_a_broken_expression_is_a_load_error_at_its_file_line_and_column(spec: str, expected: str):
     (error,) = load_errors(spec)

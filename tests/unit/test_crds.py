@@ -376,7 +376,7 @@ CEL_REJECTS = [
      "runtime tensorflow-serving serves only framework tensorflow"),
     ("policy-in-without-values", MINIMAL_POLICY, "/spec/match/objectSelector/matchExpressions/0/values", DELETE,
      "In and NotIn need values; Exists and DoesNotExist take none"),
-    ("policy-no-rules", MINIMAL_POLICY, "/spec/rules", [], "a policy needs rules, validations or both"),
+    ("policy-no-rules", MINIMAL_POLICY, "/spec/rules", [], "a policy needs rules, validations or mutations"),
 ]
 
 

@@ -28,7 +28,7 @@ INSTALL_HINT = "cel-expr-python is not installed (pip install 'mlgate[cel]')"
 # Kubernetes CEL functions that mlgate does not offer: named in the load error instead of "undeclared reference"
 UNSUPPORTED = {
     "semver": "semver", "isSemver": "semver", "authorizer": "the authorizer", "named": "format.named",
-    "jsonpatch": "JSONPatch (a mutation's)", "escapeKey": "JSONPatch (a mutation's)", "sets": "sets",
+    "jsonpatch": "jsonpatch outside a mutation", "escapeKey": "jsonpatch outside a mutation", "sets": "sets",
     "validate": "format.named",
 }
 _ERROR = re.compile(r"<input>:(\d+):(\d+): (.*)")

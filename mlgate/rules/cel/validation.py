@@ -236,6 +236,11 @@ class _State:
         return self.base
 
 
+def fresh_state(program: CelProgram, workload: Workload, context: Context) -> _State:
+    """A state no other expression shares: for a mutation, which must see the object as the last one left it."""
+    return _State(program, workload, context)
+
+
 def _state(program: CelProgram, workload: Workload, context: Context) -> _State:
     """The policy's state for this workload, made by its first validation and shared by the rest."""
     state = workload.memo.get(program.key)
