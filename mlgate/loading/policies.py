@@ -24,6 +24,7 @@ from mlgate.loading.linemap import compose_with_lines, line_for
 from mlgate.model import pointer
 from mlgate.model.kinds import WORKLOAD_KIND_KINDS, KindSpec, WorkloadKindDocument
 from mlgate.model.policy import API_VERSION, POLICY_KINDS, PolicyDocument
+from mlgate.model.results import Action
 from mlgate.rules.devices import BUILT_IN, GpuResources
 from mlgate.rules.registry import catalog
 from mlgate.workloads.catalog import SHIPPED, KindCatalog
@@ -203,8 +204,11 @@ def compile_policy(
             hint = f"; did you mean {close[0]!r}?" if close else "; `mlgate rules` lists them"
             errors.append(err(base + "/rule", f"unknown rule {binding.rule!r}{hint}"))
             continue
-        if spec.is_mutation and "action" in binding.model_fields_set:
-            # a mutation never denies or warns: an action here would promise what it cannot do
+        if spec.is_mutation and "action" in binding.model_fields_set and not (
+                source.startswith(CLUSTER_PREFIX) and binding.action is Action.DENY):
+            # a mutation never denies or warns: an action here would promise what it cannot do. A stored object's
+            # `action: deny` is what the CRD defaulted before it stopped doing so; refusing it would keep every such
+            # policy out of force, and refuse each update of it, after an upgrade: it is left unread instead
             errors.append(err(base + "/action", f"{binding.rule} is a mutation, which takes no action "
                                                 "(deny, warn and audit are for checks); remove it"))
             continue
@@ -264,9 +268,12 @@ def kind_warnings(policies: PolicySet) -> list[LoadError]:
     return warnings
 
 
+CLUSTER_PREFIX = "cluster:"
+
+
 def cluster_source(kind: str, namespace: str, name: str) -> str:
     """How a policy stored in the cluster is named in errors: `cluster:MLPolicy/team-a/gpu-limits`."""
-    return f"cluster:{kind}/{namespace + '/' if namespace else ''}{name}"
+    return f"{CLUSTER_PREFIX}{kind}/{namespace + '/' if namespace else ''}{name}"
 
 
 def check_policy_object(obj: Mapping[str, Any], in_force: Iterable[Policy] = ()) -> list[LoadError]:

@@ -52,6 +52,16 @@ def test_an_action_on_a_mutation_is_refused_at_its_line():
         "and audit are for checks); remove it"]
 
 
+def test_a_stored_policy_keeps_loading_with_the_action_deny_an_earlier_crd_defaulted_on_its_mutations():
+    from mlgate.loading.policies import check_policy_object
+
+    stored = {"apiVersion": "mlgate.dev/v1alpha1", "kind": "ClusterMLPolicy", "metadata": {"name": "p"},
+              "spec": {"rules": [{"rule": "defaults.gpu-toleration", "action": "deny"}]}}
+    assert check_policy_object(stored) == []
+    warned = {**stored, "spec": {"rules": [{"rule": "defaults.gpu-toleration", "action": "warn"}]}}
+    assert [p.field for p in check_policy_object(warned)] == ["spec.rules[0].action"]
+
+
 def test_warn_exit_code_fails_ci_on_a_kind_no_description_knows(tmp_path: Path):
     policy = tmp_path / "typo.yaml"
     policy.write_text("apiVersion: mlgate.dev/v1alpha1\nkind: ClusterMLPolicy\nmetadata: {name: typo}\nspec:\n"
