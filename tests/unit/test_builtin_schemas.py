@@ -199,7 +199,7 @@ def test_the_light_install_refuses_malformed_built_in_objects_without_the_schema
         monkeypatch.setitem(sys.modules, module, None)  # import fails, find_spec says absent: the light install
     result = CliRunner().invoke(cli, ["validate", "-q", str(ROOT / "tests" / "cli" / "builtins" / "malformed.yaml")])
     assert result.exit_code == 1, result.output
-    assert "CRD schemas not checked: jsonschema comes with mlgate[schema]" in result.output
+    assert "CRD schemas not checked: they need jsonschema, which comes with mlgate[schema]" in result.output
     assert result.output.count("DENY [kubernetes/schema]") == 13
 
 
