@@ -16,6 +16,7 @@ POLICIES = sorted(LIBRARY.glob("*.yaml"))
 
 
 def test_the_library_suites_pass_with_one_outcome_per_expected_resource():
+    pytest.importorskip("cel_expr_python", reason="the library is CEL policies, which need mlgate[cel]")
     result = subprocess.run([sys.executable, "-m", "mlgate", "test", str(LIBRARY.relative_to(ROOT))], cwd=ROOT,
                             capture_output=True, text=True, check=False)
     expected = sum(len(e["resources"]) for p in (LIBRARY / "tests").glob("*.yaml")

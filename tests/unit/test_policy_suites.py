@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 try:
@@ -75,6 +76,7 @@ def uncovered_rules() -> dict[str, list[str]]:
 
 
 def test_every_policy_suite_passes_with_one_outcome_per_expected_resource() -> None:
+    pytest.importorskip("cel_expr_python", reason="the suites hold CEL policies, which need mlgate[cel]")
     result = run_mlgate("test", SUITES)
     expected = sum(len(e["resources"]) for _, e in expectations())
     assert "Traceback" not in result.stderr
