@@ -22,9 +22,10 @@ def namespace_labels(namespace: str, facts: ClusterFacts) -> dict[str, str]:
 class Scope:
     """The workload as match blocks see it; namespace and object labels are looked up once, when first needed."""
 
-    def __init__(self, workload: Workload, facts: ClusterFacts):
+    def __init__(self, workload: Workload, facts: ClusterFacts, operation: str = "CREATE"):
         self.workload = workload
         self.facts = facts
+        self.operation = operation
         self._ns_labels: dict[str, str] | None = None
         self._labels: dict[str, str] | None = None
 
@@ -60,6 +61,8 @@ def applies(policy: Policy, scope: Scope) -> bool:
     if policy.namespace is not None and policy.namespace != scope.workload.namespace:
         return False
     if not _hits(policy.match, scope):
+        return False
+    if policy.admits is not None and not policy.admits(scope.workload, scope.facts, scope.operation):
         return False
     exclude = policy.exclude
     return not (exclude is not None and _any_field(exclude) and _hits(exclude, scope))

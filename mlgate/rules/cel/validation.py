@@ -25,6 +25,7 @@ from mlgate.model import pointer
 from mlgate.model.results import Finding, Skipped, Unevaluable
 from mlgate.model.workload import PodTemplate, Workload
 from mlgate.rules.cel import env
+from mlgate.rules.cel.served import served
 from mlgate.rules.cel.view import namespace_object, request_view, template_view, workload_view
 from mlgate.rules.common import container_label
 from mlgate.rules.registry import CheckResult, Context, NoParams
@@ -57,7 +58,8 @@ class CelProgram:
 
     conditions: tuple[tuple[str, Expression], ...] = ()
     variables: dict[str, Expression] = field(default_factory=dict)
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] | None = field(default_factory=dict)  # None: a VAP without paramKind
+    workload_view: bool = True  # False for a ValidatingAdmissionPolicy, whose expressions cannot name it
 
     @property
     def key(self) -> str:
@@ -219,14 +221,16 @@ class _State:
         if self.base is None:
             workload, context = self.workload(), self.context
             assert workload is not None, "a workload's CEL state outlived it"
+            old = workload.old_obj
             self.base = {
-                "object": workload.obj,
-                "oldObject": workload.old_obj,
+                "object": served(workload.obj),
+                "oldObject": None if old is None else served(old),
                 "request": request_view(workload, context.operation),
                 "namespaceObject": namespace_object(workload.namespace, context.facts),
                 "params": self.program.params,
-                "workload": workload_view(workload, context.gpus),
             }
+            if self.program.workload_view:
+                self.base["workload"] = workload_view(workload, context.gpus)
         return self.base
 
 

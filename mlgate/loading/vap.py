@@ -1,0 +1,174 @@
+"""ValidatingAdmissionPolicies with their Bindings as mlgate policies, judged as the API server judges them
+(docs/authoring.md, "ValidatingAdmissionPolicy offline").
+
+Each (policy, binding) pair becomes one `Policy` named `<policy>@<binding>`, whose validations are the same
+`CelValidation` checks MLPolicy's are: one CEL runtime, one Result and Finding model, every output format.
+What decides which objects a pair judges follows k8s.io/apiserver/pkg/admission/plugin/policy/matching and
+webhook/predicates/rules: the policy's matchConstraints and the binding's matchResources must both match (resource
+rules with their operations, excludeResourceRules, namespaceSelector, objectSelector), then every matchCondition.
+validationActions map to mlgate's actions (Deny -> deny, else Warn -> warn, else audit). An expression that errs
+is decided by failurePolicy, which only denies where the binding denies (the API server turns such an error into
+a warning under `Warn`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from mlgate.engine.match import namespace_labels
+from mlgate.engine.policyset import Binding, Policy
+from mlgate.model import pointer
+from mlgate.model.facts import ClusterFacts
+from mlgate.model.policy import LabelSelector
+from mlgate.model.results import Action, FailurePolicy
+from mlgate.model.vap import BindingDocument, MatchResources, ResourceRule, VapDocument
+from mlgate.model.workload import Workload
+from mlgate.rules.cel.env import CompileError
+from mlgate.rules.cel.served import guess_resource
+from mlgate.rules.cel.validation import CelProgram, CelValidation, Expression
+from mlgate.rules.registry import NoParams, RuleSpec
+
+__all__ = ["CompiledVap", "ResourceMatch", "compile_vap", "pair"]
+
+ErrorFn = Callable[[str, str], object]
+_NOT_IN_VAP = ("workload", "template", "container")  # mlgate's own variables, which a VAP does not have
+
+
+@dataclass(frozen=True)
+class CompiledVap:
+    """A ValidatingAdmissionPolicy whose expressions compiled, waiting for its bindings."""
+
+    document: VapDocument
+    program: CelProgram
+    validations: tuple[CelValidation, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class ResourceMatch:
+    """MatchResources as a predicate on the object (the `Policy.admits` of a VAP's pair)."""
+
+    constraints: MatchResources
+    binding: MatchResources | None
+
+    def __call__(self, workload: Workload, facts: ClusterFacts, operation: str) -> bool:
+        return _matches(self.constraints, workload, facts, operation, require_rules=True) and (
+            self.binding is None or _matches(self.binding, workload, facts, operation, require_rules=False))
+
+
+def _matches(block: MatchResources, workload: Workload, facts: ClusterFacts, operation: str, *,
+             require_rules: bool) -> bool:
+    if (block.resourceRules or require_rules) and not any(_rule(r, workload, operation)
+                                                          for r in block.resourceRules):
+        return False
+    if any(_rule(r, workload, operation) for r in block.excludeResourceRules):
+        return False
+    if not _selects(block.objectSelector, workload.labels):
+        return False
+    if workload.namespace and workload.kind != "Namespace":  # cluster-scoped objects ignore namespaceSelector
+        return _selects(block.namespaceSelector, namespace_labels(workload.namespace, facts))
+    return workload.kind != "Namespace" or _selects(block.namespaceSelector, workload.labels)
+
+
+def _selects(selector: LabelSelector | None, labels: dict[str, str]) -> bool:
+    return selector is None or selector.matches(labels)
+
+
+def _rule(rule: ResourceRule, workload: Workload, operation: str) -> bool:
+    """admissionregistration's Rule: `*` or the value, for operations, groups, versions and resources (a bare
+    resource or `*` never matches a subresource, and offline there is none)."""
+    group, _, version = workload.api_version.rpartition("/")
+    resource = guess_resource(workload.kind)
+    scoped = {"*": True, "Namespaced": bool(workload.namespace), "Cluster": not workload.namespace}[rule.scope]
+    return (scoped and _any(rule.operations, operation) and _any(rule.apiGroups, group)
+            and _any(rule.apiVersions, version) and any(r in ("*", "*/*", resource) for r in rule.resources)
+            and (not rule.resourceNames or workload.name in rule.resourceNames))
+
+
+def _any(values: Iterable[str], value: str) -> bool:
+    return any(v in ("*", value) for v in values)
+
+
+def compile_vap(document: VapDocument, source: str, err: ErrorFn) -> CompiledVap | None:
+    """The policy's expressions compiled and type-checked; each problem goes to `err(pointer, message)`."""
+    spec = document.spec
+    failed = False
+
+    def compiled(ptr: str, text: str, returns: tuple[str, ...], known: set[str]) -> Expression | None:
+        nonlocal failed
+        try:
+            expression = Expression.compile(text, returns)
+        except CompileError as exc:
+            err(ptr, str(exc))
+            failed = True
+            return None
+        wrong = sorted(set(_NOT_IN_VAP) & expression.roots) + [
+            f"variables.{n}" for n in expression.variables if n not in known]
+        if wrong:
+            err(ptr, f"{', '.join(wrong)} is not a variable of this ValidatingAdmissionPolicy")
+            failed = True
+            return None
+        return expression
+
+    if spec.paramKind is not None:
+        err("/spec/paramKind", "paramKind: params from the cluster are not supported offline; write the values "
+                               "into the expressions, or use an MLPolicy's spec.params")
+        failed = True
+    if spec.matchConstraints is None or not spec.matchConstraints.resourceRules:
+        err("/spec/matchConstraints/resourceRules", "a ValidatingAdmissionPolicy needs resourceRules")
+        failed = True
+    declared: set[str] = set()
+    variables: dict[str, Expression] = {}
+    for i, variable in enumerate(spec.variables):
+        found = compiled(pointer.join("/spec/variables", i, "expression"), variable.expression, (), declared)
+        declared.add(variable.name)
+        if found is not None:
+            variables[variable.name] = found
+    conditions = []
+    for i, condition in enumerate(spec.matchConditions):
+        found = compiled(pointer.join("/spec/matchConditions", i, "expression"), condition.expression, ("BOOL",),
+                         declared)
+        if found is not None:
+            conditions.append((condition.name, found))
+    for i, annotation in enumerate(spec.auditAnnotations):  # compiled to refuse what the API server would
+        compiled(pointer.join("/spec/auditAnnotations", i, "valueExpression"), annotation.valueExpression,
+                 ("STRING",), declared)
+    program = CelProgram(tuple(conditions), variables, None, workload_view=False)
+    validations = []
+    for i, validation in enumerate(spec.validations):
+        base = pointer.join("/spec/validations", i)
+        expression = compiled(base + "/expression", validation.expression, ("BOOL",), declared)
+        message = None if validation.messageExpression is None else compiled(
+            base + "/messageExpression", validation.messageExpression, ("STRING",), declared)
+        if expression is not None:
+            validations.append(CelValidation(f"validations[{i}]", program, expression, validation.message,
+                                             message))
+    return None if failed else CompiledVap(document, program, tuple(validations), source)
+
+
+def pair(policies: Iterable[CompiledVap], bindings: Iterable[tuple[BindingDocument, str]],
+         err: Callable[[str, str, str], object]) -> list[Policy]:
+    """One Policy per binding, named `<policy>@<binding>`; a binding whose policy is missing is
+    `err(source, pointer, message)`, as the API server would silently do nothing for it."""
+    by_name = {p.document.metadata.name: p for p in policies}
+    out = []
+    for binding, source in bindings:
+        vap = by_name.get(binding.spec.policyName)
+        if vap is None:
+            err(source, "/spec/policyName", f"no ValidatingAdmissionPolicy {binding.spec.policyName!r} is loaded; "
+                                            f"loaded: {', '.join(sorted(by_name)) or 'none'}")
+            continue
+        actions = binding.spec.validationActions
+        action = Action.DENY if "Deny" in actions else Action.WARN if "Warn" in actions else Action.AUDIT
+        failure = vap.document.spec.failurePolicy if action is Action.DENY else FailurePolicy.IGNORE
+        assert vap.document.spec.matchConstraints is not None  # compile_vap refused it otherwise
+        out.append(Policy(
+            name=f"{vap.document.metadata.name}@{binding.metadata.name}",
+            bindings=tuple(Binding(RuleSpec(v.id, v.message or v.expression.text, NoParams, check=v.check),
+                                   NoParams(), action) for v in vap.validations),
+            failure_policy=failure,
+            source=vap.source,
+            admits=ResourceMatch(vap.document.spec.matchConstraints, binding.spec.matchResources),
+        ))
+    return out
