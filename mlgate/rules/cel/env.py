@@ -30,6 +30,7 @@ UNSUPPORTED = {
     "semver": "semver", "isSemver": "semver", "authorizer": "the authorizer", "named": "format.named",
     "jsonpatch": "JSONPatch (a mutation's)", "escapeKey": "JSONPatch (a mutation's)", "sets": "sets",
     "validate": "format.named",
+    "sign": "Quantity.sign (kube-apiserver v1.35 refuses it in admission policies too)",
 }
 _ERROR = re.compile(r"<input>:(\d+):(\d+): (.*)")
 _UNDECLARED = re.compile(r"undeclared reference to '([^']+)'")

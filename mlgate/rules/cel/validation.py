@@ -31,8 +31,9 @@ from mlgate.rules.common import container_label
 from mlgate.rules.registry import CheckResult, Context, NoParams
 
 ForEach = Literal["object", "template", "container"]
-_VARIABLE_REF = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")
-_ROOT_REF = re.compile(r"\b(" + "|".join(env.ROOTS) + r")\b")
+_VARIABLE_REF = re.compile(r"(?<![.?\w])variables\.([A-Za-z_][A-Za-z0-9_]*)")
+# a root is a name not selected from something else: `object.spec.template` names `object`, not `template`
+_ROOT_REF = re.compile(r"(?<![.?\w])(" + "|".join(env.ROOTS) + r")\b")
 # one step of a fieldPath, as in CRD validation rules: `.name`, `['name']` or `[0]`
 _FIELD_STEP = re.compile(r"\.?([A-Za-z_$][A-Za-z0-9_$-]*)|\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]")
 
