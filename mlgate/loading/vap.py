@@ -14,7 +14,7 @@ a warning under `Warn`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mlgate.engine.match import namespace_labels
 from mlgate.engine.policyset import Binding, Policy
@@ -25,6 +25,7 @@ from mlgate.model.results import Action, FailurePolicy
 from mlgate.model.vap import BindingDocument, MatchResources, ResourceRule, VapDocument
 from mlgate.model.workload import Workload
 from mlgate.rules.cel.env import CompileError
+from mlgate.rules.cel.params import ParamSource
 from mlgate.rules.cel.served import guess_resource
 from mlgate.rules.cel.validation import CelProgram, CelValidation, Expression
 from mlgate.rules.registry import NoParams, RuleSpec
@@ -111,10 +112,6 @@ def compile_vap(document: VapDocument, source: str, err: ErrorFn) -> CompiledVap
             return None
         return expression
 
-    if spec.paramKind is not None:
-        err("/spec/paramKind", "paramKind: params from the cluster are not supported offline; write the values "
-                               "into the expressions, or use an MLPolicy's spec.params")
-        failed = True
     if spec.matchConstraints is None or not spec.matchConstraints.resourceRules:
         err("/spec/matchConstraints/resourceRules", "a ValidatingAdmissionPolicy needs resourceRules")
         failed = True
@@ -159,6 +156,18 @@ def pair(policies: Iterable[CompiledVap], bindings: Iterable[tuple[BindingDocume
             err(source, "/spec/policyName", f"no ValidatingAdmissionPolicy {binding.spec.policyName!r} is loaded; "
                                             f"loaded: {', '.join(sorted(by_name)) or 'none'}")
             continue
+        kind, ref = vap.document.spec.paramKind, binding.spec.paramRef
+        if (kind is None) != (ref is None):
+            problem = f"needs a paramRef: the policy's paramKind is {kind.kind}" if kind is not None else \
+                "names params, but the policy has no paramKind"
+            err(source, "/spec/paramRef", f"binding {binding.metadata.name!r} {problem}")
+            continue
+        validations = vap.validations
+        if kind is not None and ref is not None:
+            params = ParamSource(kind.apiVersion, kind.kind, ref.name, ref.namespace, ref.selector,
+                                 ref.parameterNotFoundAction or "Deny")
+            program = replace(vap.program, param_source=params)
+            validations = tuple(replace(v, program=program) for v in validations)
         actions = binding.spec.validationActions
         action = Action.DENY if "Deny" in actions else Action.WARN if "Warn" in actions else Action.AUDIT
         failure = vap.document.spec.failurePolicy if action is Action.DENY else FailurePolicy.IGNORE
@@ -166,7 +175,7 @@ def pair(policies: Iterable[CompiledVap], bindings: Iterable[tuple[BindingDocume
         out.append(Policy(
             name=f"{vap.document.metadata.name}@{binding.metadata.name}",
             bindings=tuple(Binding(RuleSpec(v.id, v.message or v.expression.text, NoParams, check=v.check),
-                                   NoParams(), action) for v in vap.validations),
+                                   NoParams(), action) for v in validations),
             failure_policy=failure,
             source=vap.source,
             admits=ResourceMatch(vap.document.spec.matchConstraints, binding.spec.matchResources),

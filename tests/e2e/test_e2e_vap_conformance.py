@@ -64,14 +64,17 @@ def documents(case: dict[str, Any]) -> list[dict[str, Any]]:
         constraints["namespaceSelector"] = case["namespaceSelector"]
     spec: dict[str, Any] = {"failurePolicy": case.get("failurePolicy", "Fail"), "matchConstraints": constraints,
                             "validations": case["validations"]}
-    for key in ("variables", "matchConditions"):
+    for key in ("variables", "matchConditions", "paramKind"):
         if key in case:
             spec[key] = case[key]
+    binding = {"policyName": name, "validationActions": case.get("actions", ["Deny"]),
+               "matchResources": {"objectSelector": {"matchLabels": {LABEL: case["name"]}}}}
+    if "paramRef" in case:
+        binding["paramRef"] = case["paramRef"]
     return [
         {"apiVersion": GROUP, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name}, "spec": spec},
         {"apiVersion": GROUP, "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
-         "spec": {"policyName": name, "validationActions": case.get("actions", ["Deny"]),
-                  "matchResources": {"objectSelector": {"matchLabels": {LABEL: case["name"]}}}}},
+         "spec": binding},
     ]
 
 
@@ -125,11 +128,13 @@ def test_mlgates_offline_verdicts_on_validating_admission_policies_are_the_api_s
         with pytest.raises(PolicyLoadError):
             load(tmp_path, case["name"], documents(case))
     cases = [c for c in cases if not c.get("refused")]
+    params = [{**p, "metadata": {**p["metadata"], "namespace": namespace}} for c in cases for p in c.get("params", ())]
+    cluster.kubectl("create", "-f", "-", stdin=params).check()
     cluster.kubectl("apply", "-f", "-", stdin=[doc for case in cases for doc in documents(case)]).check()
     sentinel = samples(SENTINEL, namespace)[0]
     cluster.kubectl("apply", "-f", "-", stdin=documents(SENTINEL)).check()
     wait_for("the case policies in force", lambda: not served_verdict(cluster, sentinel).allowed, 60.0, interval=0.5)
-    facts = StaticFacts.from_objects([cluster.get_object("namespace", namespace)])
+    facts = StaticFacts.from_objects([cluster.get_object("namespace", namespace), *params])  # as --facts gives them
 
     plain = [c for c in cases if not c.get("xfail")]
     policies = load(tmp_path, "cases", [doc for case in plain for doc in documents(case)])

@@ -12,6 +12,7 @@ import yaml
 
 from mlgate.engine import PolicySet, evaluate
 from mlgate.loading.policies import PolicyLoadError, load_policy_paths
+from mlgate.model.facts import StaticFacts
 from mlgate.model.results import Outcome
 from mlgate.rules.cel.served import guess_resource, served
 
@@ -143,3 +144,65 @@ def test_a_type_error_is_refused_at_load_with_its_line_and_cel_column(tmp_path):
                          binding("p", ["Deny"]))
     assert len(errors) == 1 and "spec.validations[0].expression: CEL 1:" in errors[0], errors
     assert "no matching overload" in errors[0]
+
+
+PARAMS = {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}}
+MAX_GPUS = [{"expression": "object.spec.containers.all(c, int(c.resources.?limits[?'nvidia.com/gpu'].orValue('0')) "
+                           "<= int(params.data.maxGpus))",
+             "messageExpression": "'at most ' + params.data.maxGpus + ' GPUs per container'"}]
+
+
+def gpu_pod(count: int) -> dict[str, Any]:
+    return pod(containers=[{"name": "c", "image": "x:1", "resources": {"limits": {"nvidia.com/gpu": count}}}])
+
+
+def limits(namespace: str, value: str, name: str = "gpu-limits", **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "data": {"maxGpus": value},
+            "metadata": {"name": name, "namespace": namespace, "labels": labels}}
+
+
+def test_params_come_from_the_cluster_facts_in_the_objects_namespace(tmp_path):
+    policies = load(tmp_path, vap("gpus", MAX_GPUS, **PARAMS),
+                    binding("gpus", ["Deny"], paramRef={"name": "gpu-limits", "parameterNotFoundAction": "Deny"}))
+    facts = StaticFacts.from_objects([limits("ml", "4"), limits("other", "16")])
+    denied = evaluate(gpu_pod(8), policies, facts=facts)
+    assert [f.reason for r in denied.results for f in r.findings] == ["at most 4 GPUs per container"]
+    assert evaluate(gpu_pod(2), policies, facts=facts).allowed
+
+
+def test_a_selector_judges_with_every_params_object_it_selects(tmp_path):
+    policies = load(tmp_path, vap("gpus", MAX_GPUS, **PARAMS),
+                    binding("gpus", ["Deny"], paramRef={"selector": {"matchLabels": {"kind": "limits"}},
+                                                        "parameterNotFoundAction": "Allow"}))
+    facts = StaticFacts.from_objects([limits("ml", "4", "a", kind="limits"), limits("ml", "2", "b", kind="limits")])
+    denied = evaluate(gpu_pod(3), policies, facts=facts)
+    assert [f.reason for r in denied.results for f in r.findings] == ["at most 2 GPUs per container"]
+
+
+def test_missing_params_deny_under_fail_allow_when_asked_and_are_unchecked_without_facts(tmp_path):
+    def outcome(not_found: str, facts: StaticFacts | None) -> Outcome:
+        policies = load(tmp_path, vap("gpus", MAX_GPUS, **PARAMS),
+                        binding("gpus", ["Deny"], paramRef={"name": "gpu-limits",
+                                                            "parameterNotFoundAction": not_found}))
+        kwargs = {} if facts is None else {"facts": facts}
+        return evaluate(gpu_pod(8), policies, **kwargs).results[0].outcome
+
+    other_namespace = StaticFacts.from_objects([limits("other", "4")])
+    assert outcome("Deny", other_namespace) is Outcome.ERROR
+    assert outcome("Allow", other_namespace) is Outcome.SKIP
+    assert outcome("Deny", None) is Outcome.SKIP
+
+
+def test_a_binding_without_the_paramref_its_policy_needs_is_a_load_error(tmp_path):
+    errors = load_errors(tmp_path, vap("gpus", MAX_GPUS, **PARAMS), binding("gpus", ["Deny"]))
+    assert errors == [f"{tmp_path / 'vap.yaml'}: spec.paramRef: binding 'gpus-binding' needs a paramRef: the "
+                      "policy's paramKind is ConfigMap"]
+
+
+def test_a_field_named_like_a_variable_is_not_taken_for_one(tmp_path):
+    policies = load(tmp_path, vap("replicas", [{"expression": "object.spec.template.spec.restartPolicy == 'Always'"}],
+                                  [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                    "resources": ["deployments"]}]), binding("replicas", ["Deny"]))
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ml"},
+                  "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x:1"}]}}}}
+    assert evaluate(deployment, policies).allowed

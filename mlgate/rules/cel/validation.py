@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import time
 import weakref
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ from mlgate.model import pointer
 from mlgate.model.results import Finding, Skipped, Unevaluable
 from mlgate.model.workload import PodTemplate, Workload
 from mlgate.rules.cel import env
+from mlgate.rules.cel.params import ParamSource
 from mlgate.rules.cel.served import served
 from mlgate.rules.cel.view import namespace_object, request_view, template_view, workload_view
 from mlgate.rules.common import container_label
@@ -34,6 +35,7 @@ ForEach = Literal["object", "template", "container"]
 _VARIABLE_REF = re.compile(r"(?<![.?\w])variables\.([A-Za-z_][A-Za-z0-9_]*)")
 # a root is a name not selected from something else: `object.spec.template` names `object`, not `template`
 _ROOT_REF = re.compile(r"(?<![.?\w])(" + "|".join(env.ROOTS) + r")\b")
+_STRING = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"')
 # one step of a fieldPath, as in CRD validation rules: `.name`, `['name']` or `[0]`
 _FIELD_STEP = re.compile(r"\.?([A-Za-z_$][A-Za-z0-9_$-]*)|\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]")
 
@@ -50,7 +52,8 @@ class Expression:
     @classmethod
     def compile(cls, text: str, returns: tuple[str, ...] = ()) -> Expression:
         program = env.compile_expression(text, returns) if env.available() else None
-        return cls(text, program, frozenset(_ROOT_REF.findall(text)), tuple(dict.fromkeys(_VARIABLE_REF.findall(text))))
+        code = _STRING.sub("''", text)  # a name inside a string literal is not a reference
+        return cls(text, program, frozenset(_ROOT_REF.findall(code)), tuple(dict.fromkeys(_VARIABLE_REF.findall(code))))
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class CelProgram:
     variables: dict[str, Expression] = field(default_factory=dict)
     params: dict[str, Any] | None = field(default_factory=dict)  # None: a VAP without paramKind
     workload_view: bool = True  # False for a ValidatingAdmissionPolicy, whose expressions cannot name it
+    param_source: ParamSource | None = None  # a VAP binding's paramRef: `params` from the cluster facts
 
     @property
     def key(self) -> str:
@@ -80,7 +84,19 @@ class CelValidation:
     def check(self, workload: Workload, params: NoParams, context: Context) -> CheckResult:
         if not env.available():
             return Skipped(f"CEL validations cannot be checked: {env.INSTALL_HINT}", looked=False)
-        state = _state(self.program, workload, context)
+        source = self.program.param_source
+        sets = [self.program.params] if source is None else source.resolve(workload.namespace, context.facts)
+        if isinstance(sets, Skipped | Unevaluable):
+            return sets
+        findings: list[Finding] = []
+        for index, given in enumerate(sets):  # a paramRef.selector may select several: each is judged
+            judged = self._judge(_state(self.program, workload, context, index, given), workload, context)
+            if isinstance(judged, Skipped | Unevaluable):
+                return judged
+            findings += judged
+        return iter(findings)
+
+    def _judge(self, state: _State, workload: Workload, context: Context) -> list[Finding] | Skipped | Unevaluable:
         if (refusal := state.applies()) is not None:
             return refusal
         findings: list[Finding] = []
@@ -96,7 +112,7 @@ class CelValidation:
                     return Unevaluable(f"the expression gave {verdict!r}, not a bool")
                 findings.append(Finding(self._path(workload, template, where), self._message(state, key, extra),
                                         self._detail(workload, template, where, extra.get("container"))))
-        return iter(findings)
+        return findings
 
     def _subjects(self, workload: Workload) -> Iterator[tuple[PodTemplate | None, tuple[str, int] | None,
                                                                dict[str, Any]]]:
@@ -154,10 +170,12 @@ def parse_field_path(text: str) -> tuple[str | int, ...] | None:
 class _State:
     """One policy's CEL work on one workload: its activations, its variables' values, its matchConditions."""
 
-    def __init__(self, program: CelProgram, workload: Workload, context: Context) -> None:
+    def __init__(self, program: CelProgram, workload: Workload, context: Context,
+                 params: Mapping[str, Any] | None) -> None:
         # weakly: the state lives in workload.memo, and a cycle would keep the activations' C++ arenas alive until
         # the garbage collector's next full pass instead of freeing them with the workload
         self.program, self.workload, self.context = program, weakref.ref(workload), context
+        self.params = params
         self.base: dict[str, Any] | None = None
         self.values: dict[str, Any] | None = None  # every variable's value, once the first is needed
         self.errors: dict[str, str] = {}
@@ -228,16 +246,19 @@ class _State:
                 "oldObject": None if old is None else served(old),
                 "request": request_view(workload, context.operation),
                 "namespaceObject": namespace_object(workload.namespace, context.facts),
-                "params": self.program.params,
+                "params": self.params,
             }
             if self.program.workload_view:
                 self.base["workload"] = workload_view(workload, context.gpus)
         return self.base
 
 
-def _state(program: CelProgram, workload: Workload, context: Context) -> _State:
-    """The policy's state for this workload, made by its first validation and shared by the rest."""
-    state = workload.memo.get(program.key)
-    if not isinstance(state, _State) or state.context.gpus is not context.gpus:
-        state = workload.memo[program.key] = _State(program, workload, context)
+def _state(program: CelProgram, workload: Workload, context: Context, index: int = 0,
+           params: Mapping[str, Any] | None = None) -> _State:
+    """The policy's state for this workload (and its `index`th params object), made by its first validation and
+    shared by the rest."""
+    key = program.key if index == 0 else f"{program.key}:{index}"
+    state = workload.memo.get(key)
+    if not isinstance(state, _State) or state.context.gpus is not context.gpus or state.params is not params:
+        state = workload.memo[key] = _State(program, workload, context, params)
     return state
