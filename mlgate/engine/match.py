@@ -73,14 +73,18 @@ def unseen_namespace(policy: Policy, scope: Scope) -> str | None:
     namespace's labels unknown, only its name label assumed), and it matches the object otherwise. None when
     the policy was judged on what is known."""
     selector = policy.match.namespaceSelector
-    if selector is None or scope.facts.known or (policy.namespace is not None
-                                                 and policy.namespace != scope.workload.namespace):
+    if scope.facts.known or (policy.namespace is not None and policy.namespace != scope.workload.namespace):
         return None
-    if selector.matches(scope.ns_labels) or not _hits(policy.match.model_copy(update={"namespaceSelector": None}),
-                                                      scope):
+    if policy.admits is not None:  # a ValidatingAdmissionPolicy's selectors
+        if policy.admits(scope.workload, scope.facts, scope.operation) or not policy.admits(
+                scope.workload, scope.facts, scope.operation, namespaces=False):
+            return None
+    elif selector is None or selector.matches(scope.ns_labels) or not _hits(
+            policy.match.model_copy(update={"namespaceSelector": None}), scope):
         return None
+    field = "spec.match.namespaceSelector" if policy.admits is None else "its namespaceSelector"
     return (f"the labels of namespace {scope.workload.namespace!r} are not known (no cluster facts; --facts gives "
-            "them), so spec.match.namespaceSelector was not judged")
+            f"them), so {field} was not judged")
 
 
 def failure_policy_for(obj: dict[str, Any], policies: tuple[Policy, ...], facts: ClusterFacts) -> FailurePolicy | None:

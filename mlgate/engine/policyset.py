@@ -25,7 +25,14 @@ class Binding:
 
 
 class Admits(Protocol):
-    def __call__(self, workload: Workload, facts: ClusterFacts, operation: str) -> bool: ...
+    """Whether a policy judges the object; `namespaces=False` leaves namespace selectors out (to tell a policy
+    judged without the namespace's labels from one that does not apply)."""
+
+    @property
+    def selects_namespaces(self) -> bool: ...
+
+    def __call__(self, workload: Workload, facts: ClusterFacts, operation: str, *, namespaces: bool = True) -> bool:
+        ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,8 @@ class PolicySet:
     @cached_property
     def selecting_namespaces(self) -> tuple[Policy, ...]:
         """The policies with a namespaceSelector: the only ones that cannot be judged without cluster facts."""
-        return tuple(p for p in self.policies if p.match.namespaceSelector is not None)
+        return tuple(p for p in self.policies if p.match.namespaceSelector is not None
+                     or (p.admits is not None and p.admits.selects_namespaces))
 
     @cached_property
     def any_kind(self) -> tuple[Policy, ...]:

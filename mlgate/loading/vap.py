@@ -53,13 +53,23 @@ class ResourceMatch:
     constraints: MatchResources
     binding: MatchResources | None
 
-    def __call__(self, workload: Workload, facts: ClusterFacts, operation: str) -> bool:
-        return _matches(self.constraints, workload, facts, operation, require_rules=True) and (
-            self.binding is None or _matches(self.binding, workload, facts, operation, require_rules=False))
+    @property
+    def selects_namespaces(self) -> bool:
+        return any(b is not None and b.namespaceSelector is not None and _any_label(b.namespaceSelector)
+                   for b in (self.constraints, self.binding))
+
+    def __call__(self, workload: Workload, facts: ClusterFacts, operation: str, *, namespaces: bool = True) -> bool:
+        return _matches(self.constraints, workload, facts, operation, require_rules=True, namespaces=namespaces) \
+            and (self.binding is None or _matches(self.binding, workload, facts, operation, require_rules=False,
+                                                  namespaces=namespaces))
+
+
+def _any_label(selector: LabelSelector) -> bool:
+    return bool(selector.matchLabels or selector.matchExpressions)
 
 
 def _matches(block: MatchResources, workload: Workload, facts: ClusterFacts, operation: str, *,
-             require_rules: bool) -> bool:
+             require_rules: bool, namespaces: bool) -> bool:
     if (block.resourceRules or require_rules) and not any(_rule(r, workload, operation)
                                                           for r in block.resourceRules):
         return False
@@ -67,6 +77,8 @@ def _matches(block: MatchResources, workload: Workload, facts: ClusterFacts, ope
         return False
     if not _selects(block.objectSelector, workload.labels):
         return False
+    if not namespaces:
+        return True
     if workload.namespace and workload.kind != "Namespace":  # cluster-scoped objects ignore namespaceSelector
         return _selects(block.namespaceSelector, namespace_labels(workload.namespace, facts))
     return workload.kind != "Namespace" or _selects(block.namespaceSelector, workload.labels)

@@ -206,3 +206,25 @@ def test_a_field_named_like_a_variable_is_not_taken_for_one(tmp_path):
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ml"},
                   "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x:1"}]}}}}
     assert evaluate(deployment, policies).allowed
+
+
+def test_a_namespace_selector_judged_without_facts_says_it_could_not_check(tmp_path):
+    policies = load(tmp_path, vap("p", [{"expression": "false"}]),
+                    binding("p", ["Deny"], matchResources={"namespaceSelector": {"matchLabels": {"team": "ml"}}}))
+    unchecked = evaluate(pod(), policies)
+    assert unchecked.allowed
+    assert [(r.outcome, r.note) for r in unchecked.results] == [
+        (Outcome.SKIP, "the labels of namespace 'ml' are not known (no cluster facts; --facts gives them), so its "
+                       "namespaceSelector was not judged")]
+    facts = StaticFacts.from_objects([{"apiVersion": "v1", "kind": "Namespace",
+                                       "metadata": {"name": "ml", "labels": {"team": "ml"}}}])
+    assert not evaluate(pod(), policies, facts=facts).allowed
+
+
+def test_the_shipped_example_denies_eight_gpus_with_the_limit_from_the_facts():
+    examples = Path(__file__).resolve().parents[2] / "examples" / "vap"
+    policies = load_policy_paths([examples / "gpu-limit.yaml"])
+    facts = StaticFacts.from_objects(yaml.safe_load_all((examples / "facts.yaml").read_text("utf-8")))
+    obj = yaml.safe_load((examples / "pod-8-gpus.yaml").read_text("utf-8"))
+    decision = evaluate(obj, policies, facts=facts)
+    assert [f.reason for r in decision.results for f in r.findings] == ["at most 4 GPUs per container"]
