@@ -183,6 +183,8 @@ def pair(policies: Iterable[CompiledVap], bindings: Iterable[tuple[BindingDocume
         actions = binding.spec.validationActions
         action = Action.DENY if "Deny" in actions else Action.WARN if "Warn" in actions else Action.AUDIT
         failure = vap.document.spec.failurePolicy if action is Action.DENY else FailurePolicy.IGNORE
+        if action is not Action.DENY and vap.document.spec.failurePolicy is FailurePolicy.FAIL:
+            validations = tuple(replace(v, errors_warn=True) for v in validations)
         assert vap.document.spec.matchConstraints is not None  # compile_vap refused it otherwise
         out.append(Policy(
             name=f"{vap.document.metadata.name}@{binding.metadata.name}",

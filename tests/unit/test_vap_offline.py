@@ -228,3 +228,13 @@ def test_the_shipped_example_denies_eight_gpus_with_the_limit_from_the_facts():
     obj = yaml.safe_load((examples / "pod-8-gpus.yaml").read_text("utf-8"))
     decision = evaluate(obj, policies, facts=facts)
     assert [f.reason for r in decision.results for f in r.findings] == ["at most 4 GPUs per container"]
+
+
+def test_an_error_under_a_warning_binding_warns_under_fail_and_is_only_noted_under_ignore(tmp_path):
+    missing = [{"expression": "object.spec.nodeSelector['pool'] == 'gpu'"}]
+    warned = evaluate(pod(), load(tmp_path, vap("p", missing), binding("p", ["Warn"])))
+    assert warned.allowed
+    assert [(r.outcome, r.findings[0].reason.split(" resulted in error: ")[0]) for r in warned.results] == [
+        (Outcome.WARN, "expression 'object.spec.nodeSelector['pool'] == 'gpu''")]
+    ignored = evaluate(pod(), load(tmp_path, vap("p", missing, failurePolicy="Ignore"), binding("p", ["Warn"])))
+    assert ignored.allowed and [r.outcome for r in ignored.results] == [Outcome.ERROR]

@@ -80,8 +80,17 @@ class CelValidation:
     message_expression: Expression | None = None
     for_each: ForEach = "object"
     field_path: tuple[str | int, ...] = ()
+    # a VAP binding that warns (not denies) under failurePolicy Fail: the API server warns of an error, too
+    errors_warn: bool = False
 
     def check(self, workload: Workload, params: NoParams, context: Context) -> CheckResult:
+        result = self._check(workload, params, context)
+        if self.errors_warn and isinstance(result, Unevaluable):
+            return iter([Finding(self._path(workload, None, None), f"expression '{self.expression.text}' resulted "
+                                 f"in error: {result.reason}", self._detail(workload, None, None, None))])
+        return result
+
+    def _check(self, workload: Workload, params: NoParams, context: Context) -> CheckResult:
         if not env.available():
             return Skipped(f"CEL validations cannot be checked: {env.INSTALL_HINT}", looked=False)
         source = self.program.param_source
