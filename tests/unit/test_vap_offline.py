@@ -238,3 +238,11 @@ def test_an_error_under_a_warning_binding_warns_under_fail_and_is_only_noted_und
         (Outcome.WARN, "expression 'object.spec.nodeSelector['pool'] == 'gpu''")]
     ignored = evaluate(pod(), load(tmp_path, vap("p", missing, failurePolicy="Ignore"), binding("p", ["Warn"])))
     assert ignored.allowed and [r.outcome for r in ignored.results] == [Outcome.ERROR]
+
+
+def test_defaulting_leaves_the_object_as_given_untouched():
+    given = pod(containers=[{"name": "c", "image": "x", "ports": [{"containerPort": 80}],
+                             "resources": {"limits": {"cpu": 1}}, "livenessProbe": {"tcpSocket": {"port": 80}}}])
+    before = yaml.safe_dump(given)
+    assert served(given)["spec"]["containers"][0]["ports"] == [{"protocol": "TCP", "containerPort": 80}]
+    assert yaml.safe_dump(given) == before

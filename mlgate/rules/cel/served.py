@@ -50,7 +50,8 @@ def served(obj: dict[str, Any]) -> dict[str, Any]:
     spec = obj.get("spec")
     if group not in ("", "apps", "batch") or not isinstance(spec, dict):
         return obj
-    out = copy.deepcopy(obj)
+    # copies only along the paths written: the rest is shared with `obj`, which nothing writes to
+    out = {**obj, "spec": dict(spec)}
     spec = out["spec"]
     if (group, kind) == ("", "Pod"):
         _pod_spec(spec, pod=True)
@@ -65,7 +66,8 @@ def served(obj: dict[str, Any]) -> dict[str, Any]:
             _setdefault(spec, _DEPLOYMENT)
         template = spec.get("template")
         if isinstance(template, dict) and isinstance(template.get("spec"), dict):
-            _pod_spec(template["spec"], pod=False)
+            spec["template"] = {**template, "spec": dict(template["spec"])}
+            _pod_spec(spec["template"]["spec"], pod=False)
     return out
 
 
@@ -77,34 +79,36 @@ def _setdefault(target: dict[str, Any], defaults: dict[str, Any]) -> None:
 def _pod_spec(spec: dict[str, Any], *, pod: bool) -> None:
     _setdefault(spec, _POD_SPEC)
     for key in ("initContainers", "containers", "ephemeralContainers"):
-        for container in spec.get(key) or ():
-            if isinstance(container, dict):
-                _container(container, pod=pod)
+        if isinstance(spec.get(key), list):
+            spec[key] = [_container(dict(c), pod=pod) if isinstance(c, dict) else c for c in spec[key]]
 
 
-def _container(container: dict[str, Any], *, pod: bool) -> None:
+def _container(container: dict[str, Any], *, pod: bool) -> dict[str, Any]:
     _setdefault(container, _CONTAINER)
     image = str(container.get("image") or "")
     if "imagePullPolicy" not in container:  # SetDefaults_Container: latest, or no tag, pulls Always
         tagged = ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest")
         container["imagePullPolicy"] = "IfNotPresent" if tagged or "@" in image else "Always"
-    for port in container.get("ports") or ():
-        if isinstance(port, dict):
-            port.setdefault("protocol", "TCP")
+    if isinstance(container.get("ports"), list):
+        container["ports"] = _ports(container["ports"])
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         if isinstance(container.get(probe), dict):
-            _setdefault(container[probe], _PROBE)
+            container[probe] = {**_PROBE, **container[probe]}
     resources = container.get("resources")
     if isinstance(resources, dict):
+        resources = container["resources"] = dict(resources)
         for which in ("limits", "requests"):
             if isinstance(resources.get(which), dict):
                 resources[which] = {k: _quantity(v) for k, v in resources[which].items()}
         # SetDefaults_Pod (a Pod only, not a template): a limit with no request requests the limit
         limits = resources.get("limits")
         if pod and isinstance(limits, dict) and limits:
-            requests = resources.setdefault("requests", {})
-            for name, value in limits.items():
-                requests.setdefault(name, value)
+            resources["requests"] = {**limits, **(resources.get("requests") or {})}
+    return container
+
+
+def _ports(ports: list[Any]) -> list[Any]:
+    return [{"protocol": "TCP", **p} if isinstance(p, dict) else p for p in ports]
 
 
 def _quantity(value: Any) -> Any:
@@ -118,11 +122,9 @@ def _quantity(value: Any) -> Any:
 
 def _service(spec: dict[str, Any]) -> None:
     _setdefault(spec, _SERVICE)
-    for port in spec.get("ports") or ():
-        if isinstance(port, dict):
-            port.setdefault("protocol", "TCP")
-            if "port" in port:
-                port.setdefault("targetPort", port["port"])
+    if isinstance(spec.get("ports"), list):
+        spec["ports"] = [{"targetPort": p["port"], **p} if isinstance(p, dict) and "port" in p else p
+                         for p in _ports(spec["ports"])]
     if spec.get("type") in ("NodePort", "LoadBalancer"):
         spec.setdefault("externalTrafficPolicy", "Cluster")
     spec.setdefault("internalTrafficPolicy", "Cluster")
