@@ -140,11 +140,13 @@ def _evaluate(
 
 def _ratchet(decision: Decision, old_obj: dict[str, Any], policies: PolicySet, facts: ClusterFacts,
              deadline: float | None) -> None:
-    """Let denials whose every finding the old object had already pass as warnings."""
+    """Let denials whose every finding the old object had already pass as warnings; not a ValidatingAdmissionPolicy's,
+    which the API server never ratchets."""
     before = evaluate(old_obj, policies, facts=facts, mutate=False, deadline=deadline)
     known = {(r.policy, r.rule, f.path, f.reason, f.detail) for r in before.results for f in r.findings}
+    unratcheted = {p.key for p in policies.any_kind}
     for i, result in enumerate(decision.results):
-        if result.outcome is Outcome.FAIL and all(
+        if result.outcome is Outcome.FAIL and result.policy not in unratcheted and all(
             (result.policy, result.rule, f.path, f.reason, f.detail) in known for f in result.findings
         ):
             decision.results[i] = replace(result, outcome=Outcome.WARN, note=PRE_EXISTING)

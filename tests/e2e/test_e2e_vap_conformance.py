@@ -16,7 +16,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import yaml
@@ -81,14 +81,15 @@ def documents(case: dict[str, Any]) -> list[dict[str, Any]]:
 def samples(case: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
     out = []
     for i, obj in enumerate(case["objects"]):
-        meta = {**obj.get("metadata", {}), "name": f"{case['name']}-{i}", "namespace": namespace,
+        number = 0 if case.get("update") else i  # an update names the object stored first
+        meta = {**obj.get("metadata", {}), "name": f"{case['name']}-{number}", "namespace": namespace,
                 "labels": {LABEL: case["name"]}}
         out.append({**obj, "metadata": meta})
     return out
 
 
-def served_verdict(cluster: ControlPlane, obj: dict[str, Any]) -> Verdict:
-    done = cluster.kubectl("create", "--dry-run=server", "-o", "name", "-f", "-", stdin=obj)
+def served_verdict(cluster: ControlPlane, obj: dict[str, Any], *, update: bool = False) -> Verdict:
+    done = cluster.kubectl("replace" if update else "create", "--dry-run=server", "-o", "name", "-f", "-", stdin=obj)
     warnings = tuple(sorted(m.group(3).strip() for m in _WARNED.finditer(done.stderr)))
     if done.ok:
         return Verdict(True, None, warnings)
@@ -97,8 +98,10 @@ def served_verdict(cluster: ControlPlane, obj: dict[str, Any]) -> Verdict:
     return Verdict(False, denied.group(3).strip(), warnings)
 
 
-def offline_verdict(policies: PolicySet, facts: StaticFacts, obj: dict[str, Any]) -> Verdict:
-    decision = evaluate(obj, policies, facts=facts, mutate=False)
+def offline_verdict(policies: PolicySet, facts: StaticFacts, obj: dict[str, Any],
+                    old: dict[str, Any] | None = None) -> Verdict:
+    operation: Literal["CREATE", "UPDATE"] = "CREATE" if old is None else "UPDATE"
+    decision = evaluate(obj, policies, facts=facts, mutate=False, operation=operation, old_obj=old)
     denials = [r for r in decision.results if r.outcome is Outcome.FAIL]
     message = denials[0].findings[0].reason if denials and not decision.allowed else None
     warnings = tuple(sorted(f.reason for r in decision.results if r.outcome is Outcome.WARN
@@ -133,6 +136,9 @@ def test_mlgates_offline_verdicts_on_validating_admission_policies_are_the_api_s
     cases = [c for c in cases if not c.get("refused")]
     params = [{**p, "metadata": {**p["metadata"], "namespace": namespace}} for c in cases for p in c.get("params", ())]
     cluster.kubectl("create", "-f", "-", stdin=params).check()
+    # what updates are judged against, stored before the policies are: it may break them already
+    stored = {c["name"]: samples(c, namespace)[0] for c in cases if c.get("update")}
+    cluster.kubectl("create", "-f", "-", stdin=list(stored.values())).check()
     cluster.kubectl("apply", "-f", "-", stdin=[doc for case in cases for doc in documents(case)]).check()
     sentinel = samples(SENTINEL, namespace)[0]
     cluster.kubectl("apply", "-f", "-", stdin=documents(SENTINEL)).check()
@@ -141,9 +147,10 @@ def test_mlgates_offline_verdicts_on_validating_admission_policies_are_the_api_s
 
     plain = [c for c in cases if not c.get("xfail")]
     policies = load(tmp_path, "cases", [doc for case in plain for doc in documents(case)])
-    jobs = [(case, obj) for case in cases for obj in samples(case, namespace)]
+    jobs = [(case, obj) for case in cases for obj in samples(case, namespace)[1 if case.get("update") else 0:]]
     with ThreadPoolExecutor(4) as pool:
-        served = list(pool.map(lambda job: served_verdict(cluster, job[1]), jobs))
+        served = list(pool.map(lambda job: served_verdict(cluster, job[1], update=bool(job[0].get("update"))),
+                               jobs))
 
     differences, known, compared = [], [], 0
     for (case, obj), api in zip(jobs, served, strict=True):
@@ -157,7 +164,8 @@ def test_mlgates_offline_verdicts_on_validating_admission_policies_are_the_api_s
             known.append(f"{where}: {case['xfail']}")
             compared += 1
             continue
-        theirs, mine = compared_part(case, api), compared_part(case, offline_verdict(policies, facts, obj))
+        mine = offline_verdict(policies, facts, obj, stored.get(case["name"]))
+        theirs, mine = compared_part(case, api), compared_part(case, mine)
         if mine != theirs:
             differences.append(f"{where}:\n    API server: {theirs}\n    mlgate:     {mine}")
         compared += 1
