@@ -246,3 +246,11 @@ def test_defaulting_leaves_the_object_as_given_untouched():
     before = yaml.safe_dump(given)
     assert served(given)["spec"]["containers"][0]["ports"] == [{"protocol": "TCP", "containerPort": 80}]
     assert yaml.safe_dump(given) == before
+
+
+def test_functions_kubernetes_cel_lacks_are_refused_at_load_even_where_cel_cpp_has_them(tmp_path):
+    errors = load_errors(tmp_path, vap("p", [{"expression": "object.metadata.name.reverse() != 'x'"},
+                                             {"expression": "quantity('1').sign() == 1"}]), binding("p", ["Deny"]))
+    assert len(errors) == 2, errors
+    assert "reverse: not in Kubernetes' strings library" in errors[0]
+    assert "sign: Quantity.sign" in errors[1]
