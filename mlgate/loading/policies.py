@@ -21,7 +21,7 @@ from mlgate.engine.policyset import Binding, KindRef, Policy, PolicySet
 from mlgate.loading.cel_policies import compile_cel, validation_ids
 from mlgate.loading.documents import InputError, document_chunks, expand
 from mlgate.loading.linemap import compose_with_lines, line_for
-from mlgate.loading.vap import CompiledVap, compile_vap, pair
+from mlgate.loading.vap import CompiledVap, LoadedBinding, compile_vap, pair
 from mlgate.model import pointer
 from mlgate.model.kinds import WORKLOAD_KIND_KINDS, KindSpec, WorkloadKindDocument
 from mlgate.model.policy import API_VERSION, POLICY_KINDS, PolicyDocument
@@ -33,7 +33,7 @@ from mlgate.workloads.renderers import RENDERERS
 
 # a resource name (`[prefix/]name`), or a shell pattern of one: letters, digits, `-_./` and `*?[]`
 _RESOURCE_PATTERN = re.compile(r"^[A-Za-z0-9*?\[\]][-A-Za-z0-9_.*?\[\]/]{0,315}$")
-Document = Policy | KindSpec | CompiledVap | BindingDocument  # what one YAML document loads as
+Document = Policy | KindSpec | CompiledVap | LoadedBinding  # what one YAML document loads as
 CHECKOUT_POLICY_DIR = Path(__file__).resolve().parents[2] / "policies"  # a checkout or an editable install
 PACKAGED_POLICY_DIR = Path(__file__).resolve().parents[1] / "shipped_policies"  # an installed wheel's copy
 
@@ -79,17 +79,17 @@ def load_documents(paths: Iterable[str | Path]) -> list[Policy | KindSpec]:
     described: list[tuple[str, KindSpec]] = []  # where each WorkloadKind came from
     errors: list[LoadError] = []
     vaps: list[CompiledVap] = []
-    vap_bindings: list[tuple[BindingDocument, str]] = []
+    vap_bindings: list[LoadedBinding] = []
     for source, text in read_sources(paths, errors):
         loaded, problems = _load_text(text, source, vap=True)
         policies.extend(d for d in loaded if isinstance(d, Policy | KindSpec))
         vaps.extend(d for d in loaded if isinstance(d, CompiledVap))
-        vap_bindings.extend((d, source) for d in loaded if isinstance(d, BindingDocument))
+        vap_bindings.extend(d for d in loaded if isinstance(d, LoadedBinding))
         described.extend((source, k) for k in loaded if isinstance(k, KindSpec))
         errors.extend(problems)
     if (vaps or vap_bindings) and not errors:  # a binding of a policy that did not load would only repeat its error
-        policies.extend(pair(vaps, vap_bindings, lambda source, ptr, message: errors.append(
-            LoadError(source, None, _dotted(ptr), message, ptr))))
+        policies.extend(pair(vaps, vap_bindings, lambda binding, ptr, message: errors.append(
+            LoadError(binding.source, line_for(binding.lines, ptr), _dotted(ptr), message, ptr))))
     errors.extend(duplicate_names(p for p in policies if isinstance(p, Policy)))
     errors.extend(duplicate_kinds(described))
     if errors:
@@ -168,7 +168,7 @@ def compile_document(
 
 def compile_vap_document(
     value: dict[str, Any], source: str, lines: Mapping[str, int] | None = None
-) -> tuple[CompiledVap | BindingDocument | None, list[LoadError]]:
+) -> tuple[CompiledVap | LoadedBinding | None, list[LoadError]]:
     """A ValidatingAdmissionPolicy with its expressions compiled, or a binding (load_documents pairs them)."""
     lines = dict(lines or {})
     errors: list[LoadError] = []
@@ -184,7 +184,7 @@ def compile_vap_document(
             err(_pointer(e["loc"]), _pydantic_message(e))
         return None, errors
     if isinstance(document, BindingDocument):
-        return document, []
+        return LoadedBinding(document, source, lines), []
     compiled = compile_vap(document, source, err)
     return (compiled, []) if compiled is not None and not errors else (None, errors)
 

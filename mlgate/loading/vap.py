@@ -47,6 +47,15 @@ class CompiledVap:
 
 
 @dataclass(frozen=True)
+class LoadedBinding:
+    """A ValidatingAdmissionPolicyBinding, with where its fields are for the errors of pairing it."""
+
+    document: BindingDocument
+    source: str
+    lines: dict[str, int]
+
+
+@dataclass(frozen=True)
 class ResourceMatch:
     """MatchResources as a predicate on the object (the `Policy.admits` of a VAP's pair)."""
 
@@ -156,23 +165,24 @@ def compile_vap(document: VapDocument, source: str, err: ErrorFn) -> CompiledVap
     return None if failed else CompiledVap(document, program, tuple(validations), source)
 
 
-def pair(policies: Iterable[CompiledVap], bindings: Iterable[tuple[BindingDocument, str]],
-         err: Callable[[str, str, str], object]) -> list[Policy]:
-    """One Policy per binding, named `<policy>@<binding>`; a binding whose policy is missing is
-    `err(source, pointer, message)`, as the API server would silently do nothing for it."""
+def pair(policies: Iterable[CompiledVap], bindings: Iterable[LoadedBinding],
+         err: Callable[[LoadedBinding, str, str], object]) -> list[Policy]:
+    """One Policy per binding, named `<policy>@<binding>`; a binding whose policy is missing (the API server would
+    silently do nothing for it) or whose paramRef does not fit it is `err(binding, pointer, message)`."""
     by_name = {p.document.metadata.name: p for p in policies}
     out = []
-    for binding, source in bindings:
+    for loaded in bindings:
+        binding = loaded.document
         vap = by_name.get(binding.spec.policyName)
         if vap is None:
-            err(source, "/spec/policyName", f"no ValidatingAdmissionPolicy {binding.spec.policyName!r} is loaded; "
+            err(loaded, "/spec/policyName", f"no ValidatingAdmissionPolicy {binding.spec.policyName!r} is loaded; "
                                             f"loaded: {', '.join(sorted(by_name)) or 'none'}")
             continue
         kind, ref = vap.document.spec.paramKind, binding.spec.paramRef
         if (kind is None) != (ref is None):
             problem = f"needs a paramRef: the policy's paramKind is {kind.kind}" if kind is not None else \
                 "names params, but the policy has no paramKind"
-            err(source, "/spec/paramRef", f"binding {binding.metadata.name!r} {problem}")
+            err(loaded, "/spec/paramRef", f"binding {binding.metadata.name!r} {problem}")
             continue
         validations = vap.validations
         if kind is not None and ref is not None:

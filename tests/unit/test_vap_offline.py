@@ -126,8 +126,8 @@ def test_resources_are_guessed_from_kinds_as_the_rest_mapper_guesses_them():
 
 
 def test_a_binding_that_names_no_loaded_policy_is_a_load_error(tmp_path):
-    assert load_errors(tmp_path, binding("missing", ["Deny"])) == [
-        f"{tmp_path / 'vap.yaml'}: spec.policyName: no ValidatingAdmissionPolicy 'missing' is loaded; loaded: none"]
+    assert load_errors(tmp_path, binding("missing", ["Deny"])) == [  # at the line of policyName
+        f"{tmp_path / 'vap.yaml'}:6: spec.policyName: no ValidatingAdmissionPolicy 'missing' is loaded; loaded: none"]
 
 
 def test_mlgates_own_variables_and_the_authorizer_are_refused_at_load(tmp_path):
@@ -195,8 +195,10 @@ def test_missing_params_deny_under_fail_allow_when_asked_and_are_unchecked_witho
 
 def test_a_binding_without_the_paramref_its_policy_needs_is_a_load_error(tmp_path):
     errors = load_errors(tmp_path, vap("gpus", MAX_GPUS, **PARAMS), binding("gpus", ["Deny"]))
-    assert errors == [f"{tmp_path / 'vap.yaml'}: spec.paramRef: binding 'gpus-binding' needs a paramRef: the "
-                      "policy's paramKind is ConfigMap"]
+    text = (tmp_path / "vap.yaml").read_text("utf-8").splitlines()
+    spec_line = max(i for i, line in enumerate(text, 1) if line == "spec:")  # the binding's: it has no paramRef
+    assert errors == [f"{tmp_path / 'vap.yaml'}:{spec_line}: spec.paramRef: binding 'gpus-binding' needs a paramRef: "
+                      "the policy's paramKind is ConfigMap"]
 
 
 def test_a_field_named_like_a_variable_is_not_taken_for_one(tmp_path):
