@@ -19,6 +19,7 @@ import time
 import weakref
 from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import EllipsisType
 from typing import Any, Literal
 
 from mlgate.model import pointer
@@ -180,11 +181,11 @@ class _State:
     """One policy's CEL work on one workload: its activations, its variables' values, its matchConditions."""
 
     def __init__(self, program: CelProgram, workload: Workload, context: Context,
-                 params: Mapping[str, Any] | None) -> None:
+                 params: Mapping[str, Any] | EllipsisType | None = ...) -> None:
         # weakly: the state lives in workload.memo, and a cycle would keep the activations' C++ arenas alive until
         # the garbage collector's next full pass instead of freeing them with the workload
         self.program, self.workload, self.context = program, weakref.ref(workload), context
-        self.params = params
+        self.params = program.params if params is ... else params  # `...`: the policy's own spec.params
         self.base: dict[str, Any] | None = None
         self.values: dict[str, Any] | None = None  # every variable's value, once the first is needed
         self.errors: dict[str, str] = {}
@@ -263,11 +264,12 @@ class _State:
 
 
 def _state(program: CelProgram, workload: Workload, context: Context, index: int = 0,
-           params: Mapping[str, Any] | None = None) -> _State:
+           params: Mapping[str, Any] | EllipsisType | None = ...) -> _State:
     """The policy's state for this workload (and its `index`th params object), made by its first validation and
     shared by the rest."""
     key = program.key if index == 0 else f"{program.key}:{index}"
     state = workload.memo.get(key)
-    if not isinstance(state, _State) or state.context.gpus is not context.gpus or state.params is not params:
+    if not isinstance(state, _State) or state.context.gpus is not context.gpus or (
+            params is not ... and state.params is not params):
         state = workload.memo[key] = _State(program, workload, context, params)
     return state
