@@ -28,7 +28,7 @@ VARIABLES = {
 STANDARD = ("the standard library and macros (all, exists, exists_one, map, filter, has, matches, size, ...)",
             "optional types (obj.?field, map[?key], orValue, hasValue, optional.of, optional.none)",
             "the strings extension (charAt, indexOf, lastIndexOf, lowerAscii, upperAscii, replace, split, "
-            "substring, trim, join, format, reverse, strings.quote)")
+            "substring, trim, join, format, strings.quote; not reverse, which the API server lacks)")
 
 
 @dataclass(frozen=True)

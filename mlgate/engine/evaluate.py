@@ -37,7 +37,7 @@ from mlgate.model.results import (
     Unchecked,
     Unevaluable,
 )
-from mlgate.model.workload import Unwritable, Workload
+from mlgate.model.workload import Unwritable, Workload, as_dict
 from mlgate.rules.registry import Context, MutationFailed
 from mlgate.workloads.catalog import KindCatalog
 from mlgate.workloads.extract import extract
@@ -94,11 +94,14 @@ def _evaluate(
         uncopyable = False
     start: dict[str, Any] = restore(frozen) if frozen is not None else obj
     workload = extract(start, old_obj, kinds=kinds, facts=facts)
+    candidates = policies.policies
     if workload is None:
-        return Decision(allowed=True, note=f"no pod template to judge: {_kind(obj)}")
+        if not policies.any_kind:
+            return Decision(allowed=True, note=f"no pod template to judge: {_kind(obj)}")
+        workload, candidates = _bare(obj, old_obj), policies.any_kind  # a Service, a ConfigMap: only VAPs judge it
     context = Context(facts=facts, operation=operation, deadline=deadline)
-    scope = Scope(workload, facts)
-    selected = [p for p in policies.policies if applies(p, scope)
+    scope = Scope(workload, facts, operation)
+    selected = [p for p in candidates if applies(p, scope)
                 and (workload.known_kind or p.unknown_kinds is not UnknownKinds.IGNORE)]
     results: list[RuleResult] = [] if facts.known or not policies.selecting_namespaces \
         else _unseen(policies, selected, scope)
@@ -137,11 +140,13 @@ def _evaluate(
 
 def _ratchet(decision: Decision, old_obj: dict[str, Any], policies: PolicySet, facts: ClusterFacts,
              deadline: float | None) -> None:
-    """Let denials whose every finding the old object had already pass as warnings."""
+    """Let denials whose every finding the old object had already pass as warnings; not a ValidatingAdmissionPolicy's,
+    which the API server never ratchets."""
     before = evaluate(old_obj, policies, facts=facts, mutate=False, deadline=deadline)
     known = {(r.policy, r.rule, f.path, f.reason, f.detail) for r in before.results for f in r.findings}
+    unratcheted = {p.key for p in policies.any_kind}
     for i, result in enumerate(decision.results):
-        if result.outcome is Outcome.FAIL and all(
+        if result.outcome is Outcome.FAIL and result.policy not in unratcheted and all(
             (result.policy, result.rule, f.path, f.reason, f.detail) in known for f in result.findings
         ):
             decision.results[i] = replace(result, outcome=Outcome.WARN, note=PRE_EXISTING)
@@ -170,6 +175,14 @@ def _declined(steps: list[tuple[Policy, Binding]], why: str) -> list[RuleResult]
     """Mutations that cannot apply to this object: each one a skip that says why."""
     return [RuleResult(p.key, b.rule.id, b.action, Outcome.SKIP, note=why, failure_policy=p.failure_policy)
             for p, b in steps]
+
+
+def _bare(obj: dict[str, Any], old_obj: dict[str, Any] | None) -> Workload:
+    """An object without pod templates, as policies of any kind judge it: no templates, nothing to mutate."""
+    meta = as_dict(obj.get("metadata"))
+    return Workload(obj, str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""),
+                    str(meta.get("name") or meta.get("generateName") or ""), str(meta.get("namespace") or ""),
+                    old_obj=old_obj)
 
 
 def _being_deleted(obj: dict[str, Any]) -> bool:

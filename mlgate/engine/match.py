@@ -22,9 +22,10 @@ def namespace_labels(namespace: str, facts: ClusterFacts) -> dict[str, str]:
 class Scope:
     """The workload as match blocks see it; namespace and object labels are looked up once, when first needed."""
 
-    def __init__(self, workload: Workload, facts: ClusterFacts):
+    def __init__(self, workload: Workload, facts: ClusterFacts, operation: str = "CREATE"):
         self.workload = workload
         self.facts = facts
+        self.operation = operation
         self._ns_labels: dict[str, str] | None = None
         self._labels: dict[str, str] | None = None
 
@@ -61,6 +62,8 @@ def applies(policy: Policy, scope: Scope) -> bool:
         return False
     if not _hits(policy.match, scope):
         return False
+    if policy.admits is not None and not policy.admits(scope.workload, scope.facts, scope.operation):
+        return False
     exclude = policy.exclude
     return not (exclude is not None and _any_field(exclude) and _hits(exclude, scope))
 
@@ -70,14 +73,18 @@ def unseen_namespace(policy: Policy, scope: Scope) -> str | None:
     namespace's labels unknown, only its name label assumed), and it matches the object otherwise. None when
     the policy was judged on what is known."""
     selector = policy.match.namespaceSelector
-    if selector is None or scope.facts.known or (policy.namespace is not None
-                                                 and policy.namespace != scope.workload.namespace):
+    if scope.facts.known or (policy.namespace is not None and policy.namespace != scope.workload.namespace):
         return None
-    if selector.matches(scope.ns_labels) or not _hits(policy.match.model_copy(update={"namespaceSelector": None}),
-                                                      scope):
+    if policy.admits is not None:  # a ValidatingAdmissionPolicy's selectors
+        if policy.admits(scope.workload, scope.facts, scope.operation) or not policy.admits(
+                scope.workload, scope.facts, scope.operation, namespaces=False):
+            return None
+    elif selector is None or selector.matches(scope.ns_labels) or not _hits(
+            policy.match.model_copy(update={"namespaceSelector": None}), scope):
         return None
+    field = "spec.match.namespaceSelector" if policy.admits is None else "its namespaceSelector"
     return (f"the labels of namespace {scope.workload.namespace!r} are not known (no cluster facts; --facts gives "
-            "them), so spec.match.namespaceSelector was not judged")
+            f"them), so {field} was not judged")
 
 
 def failure_policy_for(obj: dict[str, Any], policies: tuple[Policy, ...], facts: ClusterFacts) -> FailurePolicy | None:

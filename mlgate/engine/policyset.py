@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Protocol
 
+from mlgate.model.facts import ClusterFacts
 from mlgate.model.policy import MatchBlock, UnknownKinds
 from mlgate.model.results import Action, FailurePolicy
+from mlgate.model.workload import Workload
 from mlgate.rules.devices import BUILT_IN, GpuResources
 from mlgate.rules.registry import Params, RuleSpec
 from mlgate.workloads.catalog import SHIPPED, KindCatalog
 
-__all__ = ["Binding", "KindRef", "Policy", "PolicySet", "UnknownKinds"]
+__all__ = ["Admits", "Binding", "KindRef", "Policy", "PolicySet", "UnknownKinds"]
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,17 @@ class Binding:
     rule: RuleSpec
     params: Params
     action: Action
+
+
+class Admits(Protocol):
+    """Whether a policy judges the object; `namespaces=False` leaves namespace selectors out (to tell a policy
+    judged without the namespace's labels from one that does not apply)."""
+
+    @property
+    def selects_namespaces(self) -> bool: ...
+
+    def __call__(self, workload: Workload, facts: ClusterFacts, operation: str, *, namespaces: bool = True) -> bool:
+        ...
 
 
 @dataclass(frozen=True)
@@ -43,6 +57,9 @@ class Policy:
     gpus: GpuResources = BUILT_IN  # what the policy's rules count as GPUs (spec.gpuResources)
     kind_refs: tuple[KindRef, ...] = ()
     allowed_exceptions: frozenset[str] | None = None  # rules an MLPolicyException may name; None: every rule
+    # a ValidatingAdmissionPolicy's match (resource rules, selectors, operations), judged beside `match`; such a
+    # policy judges objects of any kind, pod templates or not
+    admits: Admits | None = None
 
     def allows_exception(self, rule: str) -> bool:
         return self.allowed_exceptions is None or rule in self.allowed_exceptions
@@ -66,7 +83,13 @@ class PolicySet:
     @cached_property
     def selecting_namespaces(self) -> tuple[Policy, ...]:
         """The policies with a namespaceSelector: the only ones that cannot be judged without cluster facts."""
-        return tuple(p for p in self.policies if p.match.namespaceSelector is not None)
+        return tuple(p for p in self.policies if p.match.namespaceSelector is not None
+                     or (p.admits is not None and p.admits.selects_namespaces))
+
+    @cached_property
+    def any_kind(self) -> tuple[Policy, ...]:
+        """The policies that judge objects without pod templates too (ValidatingAdmissionPolicies)."""
+        return tuple(p for p in self.policies if p.admits is not None)
 
     @cached_property
     def mutation_steps(self) -> tuple[tuple[Policy, Binding], ...]:

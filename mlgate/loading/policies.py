@@ -21,10 +21,12 @@ from mlgate.engine.policyset import Binding, KindRef, Policy, PolicySet
 from mlgate.loading.cel_policies import compile_cel, validation_ids
 from mlgate.loading.documents import InputError, document_chunks, expand
 from mlgate.loading.linemap import compose_with_lines, line_for
+from mlgate.loading.vap import CompiledVap, LoadedBinding, compile_vap, pair
 from mlgate.model import pointer
 from mlgate.model.kinds import WORKLOAD_KIND_KINDS, KindSpec, WorkloadKindDocument
 from mlgate.model.policy import API_VERSION, POLICY_KINDS, PolicyDocument
 from mlgate.model.results import Action
+from mlgate.model.vap import VAP_API_VERSION, VAP_KINDS, BindingDocument, VapDocument
 from mlgate.rules.devices import BUILT_IN, GpuResources
 from mlgate.rules.registry import catalog
 from mlgate.workloads.catalog import SHIPPED, KindCatalog
@@ -32,6 +34,7 @@ from mlgate.workloads.renderers import RENDERERS
 
 # a resource name (`[prefix/]name`), or a shell pattern of one: letters, digits, `-_./` and `*?[]`
 _RESOURCE_PATTERN = re.compile(r"^[A-Za-z0-9*?\[\]][-A-Za-z0-9_.*?\[\]/]{0,315}$")
+Document = Policy | KindSpec | CompiledVap | LoadedBinding  # what one YAML document loads as
 CHECKOUT_POLICY_DIR = Path(__file__).resolve().parents[2] / "policies"  # a checkout or an editable install
 PACKAGED_POLICY_DIR = Path(__file__).resolve().parents[1] / "shipped_policies"  # an installed wheel's copy
 
@@ -71,15 +74,23 @@ def load_policy_paths(paths: Iterable[str | Path]) -> PolicySet:
 
 
 def load_documents(paths: Iterable[str | Path]) -> list[Policy | KindSpec]:
-    """Every policy and WorkloadKind document in the given files and directories, checked."""
+    """Every policy and WorkloadKind document in the given files and directories, checked; the
+    ValidatingAdmissionPolicies among them paired with their bindings, wherever each was found."""
     policies: list[Policy | KindSpec] = []
     described: list[tuple[str, KindSpec]] = []  # where each WorkloadKind came from
     errors: list[LoadError] = []
+    vaps: list[CompiledVap] = []
+    vap_bindings: list[LoadedBinding] = []
     for source, text in read_sources(paths, errors):
-        loaded, problems = load_policy_text(text, source)
-        policies.extend(loaded)
+        loaded, problems = _load_text(text, source, vap=True)
+        policies.extend(d for d in loaded if isinstance(d, Policy | KindSpec))
+        vaps.extend(d for d in loaded if isinstance(d, CompiledVap))
+        vap_bindings.extend(d for d in loaded if isinstance(d, LoadedBinding))
         described.extend((source, k) for k in loaded if isinstance(k, KindSpec))
         errors.extend(problems)
+    if (vaps or vap_bindings) and not errors:  # a binding of a policy that did not load would only repeat its error
+        policies.extend(pair(vaps, vap_bindings, lambda binding, ptr, message: errors.append(
+            LoadError(binding.source, line_for(binding.lines, ptr), _dotted(ptr), message, ptr))))
     errors.extend(duplicate_names(p for p in policies if isinstance(p, Policy)))
     errors.extend(duplicate_kinds(described))
     if errors:
@@ -95,10 +106,22 @@ def policy_set(documents: Iterable[Policy | KindSpec], generation: int = 0) -> P
 
 
 def load_policy_text(text: str, source: str) -> tuple[list[Policy | KindSpec], list[LoadError]]:
-    policies: list[Policy | KindSpec] = []
+    """The policies and WorkloadKinds of one file, as the webhook loads them (a ValidatingAdmissionPolicy is the
+    API server's to judge there, and not a policy)."""
+    loaded, errors = _load_text(text, source, vap=False)
+    return [d for d in loaded if isinstance(d, Policy | KindSpec)], errors
+
+
+def _load_text(text: str, source: str, *, vap: bool) -> tuple[list[Document], list[LoadError]]:
+    policies: list[Document] = []
     errors: list[LoadError] = []
     for value, lines in yaml_documents(text, source, errors):
-        document, problems = compile_document(value, source, lines)
+        document: Document | None
+        if vap and isinstance(value, dict) and value.get("kind") in VAP_KINDS \
+                and value.get("apiVersion") == VAP_API_VERSION:
+            document, problems = compile_vap_document(value, source, lines)
+        else:
+            document, problems = compile_document(value, source, lines)
         errors.extend(problems)
         if document is not None:
             policies.append(document)
@@ -142,6 +165,29 @@ def compile_document(
     if isinstance(value, dict) and value.get("kind") in WORKLOAD_KIND_KINDS and value.get("apiVersion") == API_VERSION:
         return compile_kind(value, source, lines)
     return compile_policy(value, source, lines)
+
+
+def compile_vap_document(
+    value: dict[str, Any], source: str, lines: Mapping[str, int] | None = None
+) -> tuple[CompiledVap | LoadedBinding | None, list[LoadError]]:
+    """A ValidatingAdmissionPolicy with its expressions compiled, or a binding (load_documents pairs them)."""
+    lines = dict(lines or {})
+    errors: list[LoadError] = []
+
+    def err(ptr: str, message: str) -> None:
+        errors.append(LoadError(source, line_for(lines, ptr), _dotted(ptr), message, ptr))
+
+    model = VapDocument if value.get("kind") == VAP_KINDS[0] else BindingDocument
+    try:
+        document = model.model_validate(value)
+    except ValidationError as exc:
+        for e in exc.errors():
+            err(_pointer(e["loc"]), _pydantic_message(e))
+        return None, errors
+    if isinstance(document, BindingDocument):
+        return LoadedBinding(document, source, lines), []
+    compiled = compile_vap(document, source, err)
+    return (compiled, []) if compiled is not None and not errors else (None, errors)
 
 
 def compile_kind(

@@ -114,6 +114,8 @@ class StaticFacts:
     limits: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # namespace -> LimitRanges
     by_kind: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = field(default_factory=dict)  # LOOKUP_KINDS
     served_groups: set[str] = field(default_factory=set)  # LOOKUP_KINDS groups the facts cover
+    # every other object, by (apiVersion, kind): a ValidatingAdmissionPolicy's params (rules/cel/params.py)
+    others: dict[tuple[str, str], list[Mapping[str, Any]]] = field(default_factory=dict)
     # `objects` answers: kind -> (the by_kind dict it was made from, its values)
     _listed: dict[str, tuple[dict[tuple[str, str], Mapping[str, Any]], tuple[Mapping[str, Any], ...]]] = field(
         default_factory=dict, compare=False, repr=False)
@@ -154,7 +156,9 @@ class StaticFacts:
             elif isinstance(kind, str) and kind in LOOKUP_KINDS:
                 facts.by_kind.setdefault(kind, {})[lookup_key(kind, meta)] = obj
                 facts.served_groups.add(LOOKUP_KINDS[kind][1])
-            elif kind == "List":
+            elif kind != "List":
+                facts.others.setdefault((str(obj.get("apiVersion") or ""), str(kind)), []).append(obj)
+            else:
                 items = obj.get("items")
                 nested = cls.from_objects(items if isinstance(items, list) else [])
                 facts.namespaces.update(nested.namespaces)
@@ -173,6 +177,8 @@ class StaticFacts:
                 for looked_up, keyed in nested.by_kind.items():
                     facts.by_kind.setdefault(looked_up, {}).update(keyed)
                 facts.served_groups |= nested.served_groups
+                for key, listed in nested.others.items():
+                    facts.others.setdefault(key, []).extend(listed)
         return facts
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
@@ -216,6 +222,10 @@ class StaticFacts:
 
     def serves(self, kind: str) -> bool:
         return LOOKUP_KINDS[kind][1] in self.served_groups
+
+    def param_objects(self, api_version: str, kind: str) -> Sequence[Mapping[str, Any]]:
+        """The objects of a kind the facts keep for nothing else (a ValidatingAdmissionPolicy's params)."""
+        return self.others.get((api_version, kind), [])
 
     def objects(self, kind: str) -> Sequence[Mapping[str, Any]]:
         current = self.by_kind.get(kind, {})

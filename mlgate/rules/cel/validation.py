@@ -17,21 +17,26 @@ from __future__ import annotations
 import re
 import time
 import weakref
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import EllipsisType
 from typing import Any, Literal
 
 from mlgate.model import pointer
 from mlgate.model.results import Finding, Skipped, Unevaluable
 from mlgate.model.workload import PodTemplate, Workload
 from mlgate.rules.cel import env
+from mlgate.rules.cel.params import ParamSource
+from mlgate.rules.cel.served import served
 from mlgate.rules.cel.view import namespace_object, request_view, template_view, workload_view
 from mlgate.rules.common import container_label
 from mlgate.rules.registry import CheckResult, Context, NoParams
 
 ForEach = Literal["object", "template", "container"]
-_VARIABLE_REF = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")
-_ROOT_REF = re.compile(r"\b(" + "|".join(env.ROOTS) + r")\b")
+_VARIABLE_REF = re.compile(r"(?<![.?\w])variables\.([A-Za-z_][A-Za-z0-9_]*)")
+# a root is a name not selected from something else: `object.spec.template` names `object`, not `template`
+_ROOT_REF = re.compile(r"(?<![.?\w])(" + "|".join(env.ROOTS) + r")\b")
+_STRING = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"')
 # one step of a fieldPath, as in CRD validation rules: `.name`, `['name']` or `[0]`
 _FIELD_STEP = re.compile(r"\.?([A-Za-z_$][A-Za-z0-9_$-]*)|\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]")
 
@@ -49,7 +54,8 @@ class Expression:
     @classmethod
     def compile(cls, text: str, returns: tuple[str, ...] = ()) -> Expression:
         program = env.compile_expression(text, returns) if env.available() else None
-        return cls(text, program, frozenset(_ROOT_REF.findall(text)), tuple(dict.fromkeys(_VARIABLE_REF.findall(text))),
+        code = _STRING.sub("''", text)  # a name inside a string literal is not a reference
+        return cls(text, program, frozenset(_ROOT_REF.findall(code)), tuple(dict.fromkeys(_VARIABLE_REF.findall(code))),
                    returns)
 
     def __reduce__(self) -> tuple[Any, tuple[str, tuple[str, ...]]]:
@@ -63,7 +69,9 @@ class CelProgram:
 
     conditions: tuple[tuple[str, Expression], ...] = ()
     variables: dict[str, Expression] = field(default_factory=dict)
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] | None = field(default_factory=dict)  # None: a VAP without paramKind
+    workload_view: bool = True  # False for a ValidatingAdmissionPolicy, whose expressions cannot name it
+    param_source: ParamSource | None = None  # a VAP binding's paramRef: `params` from the cluster facts
 
     @property
     def key(self) -> str:
@@ -79,11 +87,32 @@ class CelValidation:
     message_expression: Expression | None = None
     for_each: ForEach = "object"
     field_path: tuple[str | int, ...] = ()
+    # a VAP binding that warns (not denies) under failurePolicy Fail: the API server warns of an error, too
+    errors_warn: bool = False
 
     def check(self, workload: Workload, params: NoParams, context: Context) -> CheckResult:
+        result = self._check(workload, params, context)
+        if self.errors_warn and isinstance(result, Unevaluable):
+            return iter([Finding(self._path(workload, None, None), f"expression '{self.expression.text}' resulted "
+                                 f"in error: {result.reason}", self._detail(workload, None, None, None))])
+        return result
+
+    def _check(self, workload: Workload, params: NoParams, context: Context) -> CheckResult:
         if not env.available():
             return Skipped(f"CEL validations cannot be checked: {env.INSTALL_HINT}", looked=False)
-        state = _state(self.program, workload, context)
+        source = self.program.param_source
+        sets = [self.program.params] if source is None else source.resolve(workload.namespace, context.facts)
+        if isinstance(sets, Skipped | Unevaluable):
+            return sets
+        findings: list[Finding] = []
+        for index, given in enumerate(sets):  # a paramRef.selector may select several: each is judged
+            judged = self._judge(_state(self.program, workload, context, index, given), workload, context)
+            if isinstance(judged, Skipped | Unevaluable):
+                return judged
+            findings += judged
+        return iter(findings)
+
+    def _judge(self, state: _State, workload: Workload, context: Context) -> list[Finding] | Skipped | Unevaluable:
         if (refusal := state.applies()) is not None:
             return refusal
         findings: list[Finding] = []
@@ -99,7 +128,7 @@ class CelValidation:
                     return Unevaluable(f"the expression gave {verdict!r}, not a bool")
                 findings.append(Finding(self._path(workload, template, where), self._message(state, key, extra),
                                         self._detail(workload, template, where, extra.get("container"))))
-        return iter(findings)
+        return findings
 
     def _subjects(self, workload: Workload) -> Iterator[tuple[PodTemplate | None, tuple[str, int] | None,
                                                                dict[str, Any]]]:
@@ -157,10 +186,12 @@ def parse_field_path(text: str) -> tuple[str | int, ...] | None:
 class _State:
     """One policy's CEL work on one workload: its activations, its variables' values, its matchConditions."""
 
-    def __init__(self, program: CelProgram, workload: Workload, context: Context) -> None:
+    def __init__(self, program: CelProgram, workload: Workload, context: Context,
+                 params: Mapping[str, Any] | EllipsisType | None = ...) -> None:
         # weakly: the state lives in workload.memo, and a cycle would keep the activations' C++ arenas alive until
         # the garbage collector's next full pass instead of freeing them with the workload
         self.program, self.workload, self.context = program, weakref.ref(workload), context
+        self.params = program.params if params is ... else params  # `...`: the policy's own spec.params
         self.base: dict[str, Any] | None = None
         self.values: dict[str, Any] | None = None  # every variable's value, once the first is needed
         self.errors: dict[str, str] = {}
@@ -225,14 +256,16 @@ class _State:
         if self.base is None:
             workload, context = self.workload(), self.context
             assert workload is not None, "a workload's CEL state outlived it"
+            old = workload.old_obj
             self.base = {
-                "object": workload.obj,
-                "oldObject": workload.old_obj,
+                "object": served(workload.obj),
+                "oldObject": None if old is None else served(old),
                 "request": request_view(workload, context.operation),
                 "namespaceObject": namespace_object(workload.namespace, context.facts),
-                "params": self.program.params,
-                "workload": workload_view(workload, context.gpus),
+                "params": self.params,
             }
+            if self.program.workload_view:
+                self.base["workload"] = workload_view(workload, context.gpus)
         return self.base
 
 
@@ -241,9 +274,13 @@ def fresh_state(program: CelProgram, workload: Workload, context: Context) -> _S
     return _State(program, workload, context)
 
 
-def _state(program: CelProgram, workload: Workload, context: Context) -> _State:
-    """The policy's state for this workload, made by its first validation and shared by the rest."""
-    state = workload.memo.get(program.key)
-    if not isinstance(state, _State) or state.context.gpus is not context.gpus:
-        state = workload.memo[program.key] = _State(program, workload, context)
+def _state(program: CelProgram, workload: Workload, context: Context, index: int = 0,
+           params: Mapping[str, Any] | EllipsisType | None = ...) -> _State:
+    """The policy's state for this workload (and its `index`th params object), made by its first validation and
+    shared by the rest."""
+    key = program.key if index == 0 else f"{program.key}:{index}"
+    state = workload.memo.get(key)
+    if not isinstance(state, _State) or state.context.gpus is not context.gpus or (
+            params is not ... and state.params is not params):
+        state = workload.memo[key] = _State(program, workload, context, params)
     return state

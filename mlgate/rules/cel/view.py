@@ -12,6 +12,7 @@ from typing import Any
 
 from mlgate.model.facts import ClusterFacts
 from mlgate.model.workload import PodTemplate, Workload
+from mlgate.rules.cel.served import guess_resource
 from mlgate.rules.common import job_gpu_count, pod_gpu_count, regular_gpus
 from mlgate.rules.devices import GpuResources
 
@@ -52,6 +53,7 @@ def request_view(workload: Workload, operation: str) -> dict[str, Any]:
     group, _, version = workload.api_version.rpartition("/")
     return {"operation": operation, "name": workload.name, "namespace": workload.namespace,
             "kind": {"group": group, "version": version, "kind": workload.kind},
+            "resource": {"group": group, "version": version, "resource": guess_resource(workload.kind)},
             "userInfo": {}, "dryRun": False}
 
 
