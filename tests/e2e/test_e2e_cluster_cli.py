@@ -125,7 +125,10 @@ def test_facts_dump_replayed_with_validate_facts_gives_the_cluster_verdicts(
     job["spec"].update(parallelism=4, completions=4)
     job["spec"]["template"]["spec"]["volumes"] = [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt"}}]
     job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] = [{"name": "ckpt", "mountPath": "/ckpt"}]
+    # stored past admission, as the fixture's objects are: once the webhook has the claim it refuses this Job
+    cluster.kubectl("label", "namespace", stored, "mlgate.dev/ignore=true").check()
     cluster.kubectl("create", "-n", stored, "-f", "-", stdin=job).check()
+    cluster.kubectl("label", "namespace", stored, "mlgate.dev/ignore-").check()
 
     dump = tmp_path / "facts.yaml"
     dumped = mlgate(cluster, "facts", "dump", "-o", str(dump))
