@@ -244,6 +244,7 @@ class Audit:
             if 200 <= status < 300:
                 self.metrics.writes.labels("apply").inc()
                 self.state.wrote(report)
+                log.info("report %s/%s written", namespace, meta["name"])  # only on a change: one line per write
             else:
                 self.metrics.write_errors.inc()
                 self.state.failed(namespace)
@@ -259,6 +260,7 @@ class Audit:
             if 200 <= status < 300 or status == 404:
                 self.metrics.writes.labels("delete").inc()
                 self.state.deleted(namespace, name)
+                log.info("report %s/%s deleted", namespace, name)
             else:
                 self.metrics.write_errors.inc()
                 self.state.failed(namespace)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import urllib.request
 from collections.abc import Sequence
@@ -68,6 +69,11 @@ class AuditProcess:
     def writes(self) -> float:
         return self.metric("mlgate_audit_report_writes_total", verb="apply") + \
             self.metric("mlgate_audit_report_writes_total", verb="delete")
+
+    def writes_in(self, namespace: str) -> int:
+        """Report writes (applies and deletes) in one namespace, from the audit's log: other tests' namespaces in
+        the shared cluster change on their own clocks (expiring exceptions, TTLs), which the metric counts too."""
+        return len(re.findall(rf"report {re.escape(namespace)}/\S+ (?:written|deleted)", self.log()))
 
     def log(self) -> str:
         assert self.process is not None

@@ -137,13 +137,13 @@ def test_an_unchanged_object_costs_no_report_write_and_a_changed_one_at_most_one
     synced = audit.metric("mlgate_audit_last_sync_timestamp_seconds")  # what the MlgateAuditStale alert reads
     resyncs_pass(audit, 1)
     assert audit.metric("mlgate_audit_last_sync_timestamp_seconds") > synced  # every report up to date again
-    before, stored = audit.writes(), report(cluster, namespace)
+    before, stored = audit.writes_in(namespace), report(cluster, namespace)
     resyncs_pass(audit, 2)
-    assert audit.writes() == before  # resyncs judged everything again; nothing changed, nothing written
+    assert audit.writes_in(namespace) == before  # resyncs judged everything again; nothing changed, nothing written
     # a label does not change a verdict: judged again, not written
     cluster.kubectl("label", "pytorchjob", "ddp", "-n", namespace, "team=vision").check()
     resyncs_pass(audit, 1)
-    assert audit.writes() == before
+    assert audit.writes_in(namespace) == before
     assert report(cluster, namespace)["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]  # type: ignore[index]
 
     # a fix: the report changes, with exactly one write
@@ -153,7 +153,7 @@ def test_an_unchanged_object_costs_no_report_write_and_a_changed_one_at_most_one
     cluster.kubectl("patch", "pytorchjob", "ddp", "-n", namespace, "--type=merge", "-p", json.dumps(patch)).check()
     until_findings(cluster, namespace, "the fixed job passing", lambda f: f == {})
     time.sleep(RESYNC)
-    assert audit.writes() == before + 1
+    assert audit.writes_in(namespace) == before + 1
 
 
 def test_an_exception_makes_the_report_show_skip_with_its_name_until_it_expires_then_fail(
