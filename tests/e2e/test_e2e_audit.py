@@ -131,7 +131,10 @@ def test_an_unchanged_object_costs_no_report_write_and_a_changed_one_at_most_one
         cluster: ControlPlane, audit: AuditProcess, make_namespace: NamespaceFactory) -> None:
     namespace = make_namespace(OUT_OF_WEBHOOK)
     store(cluster, namespace, [pytorchjob("ddp", {"nvidia.com/gpu": "12"}), batch_job("ok", 1)])
-    until_findings(cluster, namespace, "the greedy job failing", lambda f: "PyTorchJob/ddp" in f)
+    # both objects in the report: a report written while only one was judged is written again once both are (in a
+    # whole-suite run the audit holds many namespaces, and writes are rate limited), which is a change, not a repeat
+    until_findings(cluster, namespace, "both jobs judged, the greedy one failing",
+                   lambda f: "PyTorchJob/ddp" in f and "Job/ok" in f, outcomes=("fail", "pass", "warn", "skip"))
     eventually("the audit to settle", lambda: True if audit.metric("mlgate_audit_full_pass_seconds") > 0 else None,
                SETTLE)
     synced = audit.metric("mlgate_audit_last_sync_timestamp_seconds")  # what the MlgateAuditStale alert reads
@@ -140,8 +143,13 @@ def test_an_unchanged_object_costs_no_report_write_and_a_changed_one_at_most_one
     before, stored = audit.writes_in(namespace), report(cluster, namespace)
     resyncs_pass(audit, 2)
     assert audit.writes_in(namespace) == before  # resyncs judged everything again; nothing changed, nothing written
-    # a label does not change a verdict: judged again, not written
-    cluster.kubectl("label", "pytorchjob", "ddp", "-n", namespace, "team=vision").check()
+    # a status change (the operator's, through the status subresource, which no webhook sees or mutates) does not
+    # change a verdict: judged again, not written. A label through the main resource would not do: the webhook
+    # fills in its defaults on that UPDATE, which changes the spec the verdicts are about
+    status = {"status": {"conditions": [{"type": "Created", "status": "True", "reason": "PyTorchJobCreated",
+                                         "lastUpdateTime": "2026-01-01T00:00:00Z"}]}}
+    cluster.kubectl("patch", "pytorchjob", "ddp", "-n", namespace, "--subresource=status", "--type=merge",
+                    "-p", json.dumps(status)).check()
     resyncs_pass(audit, 1)
     assert audit.writes_in(namespace) == before
     assert report(cluster, namespace)["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]  # type: ignore[index]
